@@ -1,0 +1,41 @@
+"""chainlang: a declarative YAML chain language for event-driven workflows.
+
+The public API is imported lazily so that `chainlang --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Diagnostic",
+    "event",
+    "check_files",
+    "check_text",
+    "__version__",
+]
+
+if TYPE_CHECKING:
+    from chainlang.api import check_files, check_text
+    from chainlang.diagnostics import Diagnostic
+    from chainlang.registry.decorator import event
+
+_LAZY = {
+    "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
+    "event": ("chainlang.registry.decorator", "event"),
+    "check_files": ("chainlang.api", "check_files"),
+    "check_text": ("chainlang.api", "check_text"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'chainlang' has no attribute {name!r}")

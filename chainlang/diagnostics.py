@@ -1,0 +1,95 @@
+"""The one Diagnostic type shared by every stage, and the catalogue of rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A stable kind of problem: `CL014` / `unknown-event`."""
+
+    id: str
+    slug: str
+    severity: Severity
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    rule: str  # stable id, e.g. "CL014"
+    slug: str  # e.g. "unknown-event"
+    severity: Severity
+    message: str
+    file: str
+    line: int  # 1-based
+    column: int  # 1-based
+    end_line: int
+    end_column: int
+    hint: str | None = None  # how to fix it, when we know
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.severity}: {self.message} [{self.rule}]"
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.file, self.line, self.column, self.rule, self.message)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "severity": self.severity,
+            "rule": self.rule,
+            "slug": self.slug,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+def sort_diagnostics(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """Sorted by position, without exact duplicates."""
+    return sorted(set(diags), key=Diagnostic.sort_key)
+
+
+def has_errors(diags: list[Diagnostic]) -> bool:
+    return any(d.severity == "error" for d in diags)
+
+
+@dataclass
+class DiagnosticSink:
+    """Collects diagnostics for one file; stages append, nobody raises."""
+
+    file: str
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def add(
+        self,
+        rule: Rule,
+        message: str,
+        span: "Span",
+        hint: str | None = None,
+        severity: Severity | None = None,
+    ) -> None:
+        self.items.append(
+            Diagnostic(
+                rule=rule.id,
+                slug=rule.slug,
+                severity=severity or rule.severity,
+                message=message,
+                file=self.file,
+                line=span.line,
+                column=span.column,
+                end_line=span.end_line,
+                end_column=span.end_column,
+                hint=hint,
+            )
+        )
+
+
+from chainlang.source import Span  # noqa: E402  (only for the annotation above)

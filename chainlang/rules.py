@@ -1,0 +1,61 @@
+"""The catalogue of rule ids. Ids are stable: never renumber, only add.
+
+Each rule has a reference page `docs/checks/<slug>.md`; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from chainlang.diagnostics import Rule
+
+# -- loading (YAML) --
+YAML_SYNTAX = Rule("CL001", "yaml-syntax", "error", "The file is not valid YAML")
+DUPLICATE_KEY = Rule("CL002", "duplicate-key", "error", "A mapping has the same key twice")
+FORBIDDEN_TAG = Rule("CL003", "forbidden-tag", "error", "A YAML tag outside the core schema")
+YAML_LIMIT = Rule("CL004", "yaml-limit", "error", "The file exceeds a size, depth or alias-expansion bound")
+NOT_A_CHAIN = Rule("CL005", "not-a-chain", "error", "The document is empty or has no steps")
+
+# -- structure --
+UNKNOWN_KEY = Rule("CL010", "unknown-key", "error", "A key that the language does not define")
+WRONG_TYPE = Rule("CL011", "wrong-type", "error", "A value of the wrong YAML type")
+UNQUOTED_TEMPLATE = Rule("CL012", "unquoted-template", "error", "A template written without quotes, read by YAML as a mapping")
+EVENT_NAME = Rule("CL013", "event-name", "error", "An event name not of the dotted lowercase form")
+UNKNOWN_EVENT = Rule("CL014", "unknown-event", "error", "An event that no tool, chain or declaration provides")
+PARAM_SCHEMA = Rule("CL015", "param-schema", "error", "A literal param that its event's schema rejects")
+MISSING_PARAM = Rule("CL016", "missing-param", "warning", "A required param is missing (the decide model will be asked)")
+INVALID_ID = Rule("CL017", "invalid-id", "error", "A step id not of the form [a-z][a-z0-9_]*, or reserved")
+DUPLICATE_ID = Rule("CL018", "duplicate-id", "error", "Two steps or hooks share an id")
+BAD_DURATION = Rule("CL019", "bad-duration", "error", "A duration that does not parse")
+
+# -- expressions and references --
+EXPR_SYNTAX = Rule("CL020", "expr-syntax", "error", "An expression or template that does not parse")
+REF_UNKNOWN = Rule("CL021", "ref-unknown", "error", "A reference whose root names nothing")
+REF_INPUT = Rule("CL022", "ref-input", "error", "A reference to an input the chain does not declare")
+REF_FORWARD = Rule("CL023", "ref-forward", "error", "A reference to a step that only runs later")
+REF_SIBLING = Rule("CL024", "ref-sibling", "error", "A reference to a sibling in the same parallel group")
+REF_INDEX = Rule("CL025", "ref-index", "error", "An occurrence index out of range")
+REF_PATH = Rule("CL026", "ref-path", "error", "A path absent from the declared result schema")
+TYPE_MISMATCH = Rule("CL027", "type-mismatch", "error", "Operands whose types cannot work together")
+FILTER = Rule("CL028", "filter", "error", "An unknown filter or wrong filter arguments")
+BAD_REGEX = Rule("CL029", "bad-regex", "error", "A regular expression that does not compile")
+
+# -- limits and options --
+BAD_LIMIT = Rule("CL030", "bad-limit", "error", "A limit that is not a positive whole number in range")
+EMPTY_RETRY = Rule("CL031", "empty-retry", "error", "A retry that would not retry")
+BAD_ALLOW = Rule("CL032", "bad-allow", "error", "An allow pattern that is not an event name or glob")
+BAD_SCHEMA = Rule("CL033", "bad-schema", "error", "An input or event payload schema that is not a valid JSON Schema")
+BAD_VERSION = Rule("CL034", "bad-version", "error", "An unsupported `chainlang` version")
+
+# -- hooks and chains --
+HOOK_TRIGGER = Rule("CL040", "hook-trigger", "error", "A hook trigger not of the form pre:NAME or post:NAME")
+HOOK_UNKNOWN_EVENT = Rule("CL041", "hook-unknown-event", "error", "A trigger on an event that is neither a tool nor declared")
+HOOK_AFTER_UNKNOWN = Rule("CL042", "hook-after-unknown", "error", "An `after` naming a hook id that does not exist")
+HOOK_AFTER_CYCLE = Rule("CL043", "hook-after-cycle", "error", "Hooks whose `after` lists form a cycle")
+HOOK_RECURSION = Rule("CL044", "hook-recursion", "error", "A hook whose action can re-trigger itself without max_depth")
+CHAIN_CYCLE = Rule("CL045", "chain-cycle", "error", "Chains that call each other in a cycle")
+HOOK_ACTION = Rule("CL046", "hook-action", "error", "A hook with no action, set or cancel, or with options that do not fit its trigger")
+
+ALL_RULES: tuple[Rule, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Rule)
+)
+RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in ALL_RULES}
+RULES_BY_SLUG: dict[str, Rule] = {rule.slug: rule for rule in ALL_RULES}
