@@ -1,11 +1,151 @@
-"""The `chainlang` command. Imports are lazy: `--help` must stay fast."""
+"""The `chainlang` command. Imports are lazy: `--help` must stay fast.
+
+Exit codes of `check`: 0 no errors, 1 errors found, 2 usage or internal error.
+No input, however malformed, may end in a Python traceback: unexpected
+exceptions are reported in one line (exit 2), with the traceback only under
+CHAINLANG_DEBUG=1.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from typing import Any, Callable, NoReturn, TypeVar
+
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMATS = ("text", "json", "github", "sarif")
+
+
+def _tools_option(fn: F) -> F:
+    return click.option(
+        "--tools",
+        "tools",
+        multiple=True,
+        metavar="MODULE_OR_FILE",
+        help="A Python module name or .py file whose @event tools are registered (repeatable).",
+    )(fn)
+
+
+def _usage_exit(message: str) -> NoReturn:
+    click.echo(f"chainlang: error: {message}", err=True)
+    sys.exit(2)
+
+
+def _guarded(fn: Callable[[], int]) -> None:
+    """Run a command body: usage errors exit 2 with one line; so does anything unexpected."""
+    from chainlang.api import UsageError
+
+    try:
+        code = fn()
+    except UsageError as exc:
+        _usage_exit(str(exc))
+    except (KeyboardInterrupt, BrokenPipeError):
+        sys.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 0)
+    except (SystemExit, click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception as exc:  # an internal error must still not print a traceback
+        if os.environ.get("CHAINLANG_DEBUG"):
+            raise
+        _usage_exit(f"internal error: {type(exc).__name__}: {exc} (set CHAINLANG_DEBUG=1 for a traceback, and please report it)")
+    sys.exit(code)
+
+
+def _use_color(stream: Any) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="chainlang")
 def main() -> None:
     """chainlang: check and run declarative YAML event chains."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True, help="Output format.")
+@_tools_option
+@click.option("--color/--no-color", default=None, help="Colour the text output (default: when stdout is a terminal and NO_COLOR is unset).")
+def check(paths: tuple[str, ...], fmt: str, tools: tuple[str, ...], color: bool | None) -> None:
+    """Check chain and hooks files before anything runs.
+
+    PATHS are files or directories; directories are searched for *.chain.yaml,
+    *.chain.yml and *.hooks.yaml. Exit code: 0 no errors, 1 errors, 2 usage error.
+    """
+
+    def body() -> int:
+        from chainlang import __version__
+        from chainlang.api import check_files
+        from chainlang.output import render
+
+        result = check_files(paths, tools=tools)
+        use_color = _use_color(sys.stdout) if color is None else color
+        text = render(result.diagnostics, fmt, result.sources, color=use_color and fmt == "text",
+                      tool_version=__version__, files_checked=len(result.files))
+        if text:
+            click.echo(text.rstrip("\n"))
+        return 0 if result.ok else 1
+
+    _guarded(body)
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema (draft-07) of chain files, for editors."""
+
+    def body() -> int:
+        from chainlang.resources import read_text
+
+        click.echo(read_text("schemas", "chain.schema.json").rstrip("\n"))
+        return 0
+
+    _guarded(body)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
+@_tools_option
+def events(as_json: bool, tools: tuple[str, ...]) -> None:
+    """List every registered event with its description."""
+
+    def body() -> int:
+        from chainlang.api import default_registry
+        from chainlang.describe import events_json, events_text
+
+        registry = default_registry(tools)
+        click.echo(events_json(registry) if as_json else events_text(registry))
+        return 0
+
+    _guarded(body)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the event as JSON.")
+@_tools_option
+def describe(name: str, as_json: bool, tools: tuple[str, ...]) -> None:
+    """Describe one event: description, params and result schemas, effects."""
+
+    def body() -> int:
+        from chainlang.api import UsageError, default_registry
+        from chainlang.describe import describe_json, describe_text
+
+        registry = default_registry(tools)
+        spec = registry.get(name)
+        if spec is None:
+            guess = registry.suggest(name)
+            raise UsageError(f"unknown event '{name}'" + (f"; did you mean '{guess}'?" if guess else "; see `chainlang events`"))
+        click.echo(describe_json(spec) if as_json else describe_text(spec))
+        return 0
+
+    _guarded(body)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,35 @@
+"""The checks: one module per concern, run in this order over every file."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+
+def all_checks() -> list[ModuleType]:
+    from chainlang.checks import (
+        allow,
+        chain_cycle,
+        duplicate_ids,
+        expr_types,
+        hook_events,
+        hook_order,
+        hook_recursion,
+        params,
+        references,
+        schemas,
+        unknown_event,
+    )
+
+    return [
+        unknown_event,
+        allow,
+        duplicate_ids,
+        schemas,
+        references,
+        expr_types,
+        params,
+        hook_events,
+        hook_order,
+        hook_recursion,
+        chain_cycle,
+    ]

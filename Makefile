@@ -1,0 +1,29 @@
+# Two entry points that work on a fresh machine with Python 3.11+:
+#   make run   - the main job: check the example chains
+#   make test  - the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test docs bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+run: $(VENV)/.installed
+	$(BIN)/chainlang check examples/
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+docs: $(VENV)/.installed
+	$(BIN)/mkdocs build --strict
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/check_bench.py
+
+clean:
+	rm -rf $(VENV) site dist build .pytest_cache

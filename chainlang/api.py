@@ -1,0 +1,215 @@
+"""The checking pipeline behind `chainlang check` and the Python API:
+discover → load → model → project (named chains, declared events) → checks."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from chainlang import rules
+from chainlang.diagnostics import Diagnostic, DiagnosticSink, has_errors, sort_diagnostics
+from chainlang.source import SourceFile
+
+if TYPE_CHECKING:
+    from chainlang.checks.base import Project
+    from chainlang.model.nodes import Chain
+    from chainlang.registry.registry import Registry
+
+CHAIN_SUFFIXES = (".chain.yaml", ".chain.yml")
+HOOKS_SUFFIXES = (".hooks.yaml", ".hooks.yml")
+MAX_FILES = 10_000
+
+
+class UsageError(Exception):
+    """A problem with how the checker was called (missing path, ...): exit code 2."""
+
+
+@dataclass
+class CheckResult:
+    diagnostics: list[Diagnostic]
+    sources: dict[str, SourceFile]
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.diagnostics)
+
+
+@dataclass
+class LoadedFile:
+    path: str
+    source: SourceFile
+    sink: DiagnosticSink
+    chain: "Chain"
+
+
+def file_kind(path: str) -> str:
+    return "hooks" if path.endswith(HOOKS_SUFFIXES) else "chain"
+
+
+def is_chain_file(name: str) -> bool:
+    return name.endswith(CHAIN_SUFFIXES) or name.endswith(HOOKS_SUFFIXES)
+
+
+def discover(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Files to check: files as given, and every chain/hooks file below each directory (sorted)."""
+    found: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            below = []
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
+                below.extend(os.path.join(root, f) for f in files if is_chain_file(f))
+            found.extend(sorted(below))
+        elif path.is_file():
+            found.append(str(raw))
+        elif path.exists():
+            raise UsageError(f"{raw}: not a regular file or directory")
+        else:
+            raise UsageError(f"{raw}: no such file or directory")
+        if len(found) > MAX_FILES:
+            raise UsageError(f"more than {MAX_FILES:,} chain files found; check fewer at a time")
+    unique: dict[str, None] = {}
+    for item in found:
+        unique.setdefault(_display(item), None)
+    return list(unique)
+
+
+def _display(path: str) -> str:
+    return path.replace(os.sep, "/") if os.sep != "/" else path
+
+
+def load_file(path: str, data: bytes | None = None, text: str | None = None) -> LoadedFile:
+    from chainlang.loader import load_bytes, load_text
+    from chainlang.model.build import build_chain
+
+    sink = DiagnosticSink(path)
+    if text is not None:
+        loaded = load_text(path, text, sink)
+    else:
+        if data is None:
+            try:
+                data = Path(path).read_bytes()
+            except OSError as exc:
+                raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        loaded = load_bytes(path, data, sink)
+    chain = build_chain(loaded.root, loaded.source, sink, kind=file_kind(path))
+    return LoadedFile(path, loaded.source, sink, chain)
+
+
+def build_project(files: Sequence[LoadedFile], registry: "Registry") -> tuple["Project", "Registry"]:
+    """Named chains and declared events of all files become events; conflicts are reported."""
+    from chainlang.checks.base import Project
+    from chainlang.registry.spec import EventSpec
+
+    project = Project(chains=[f.chain for f in files])
+    specs: list[EventSpec] = []
+    declared: dict[str, str] = {}
+    sinks = {id(f.chain): f.sink for f in files}
+    for loaded in files:
+        chain = loaded.chain
+        for name, decl in chain.events.items():
+            if name in registry and registry.get(name).kind != "external":  # type: ignore[union-attr]
+                loaded.sink.add(rules.DUPLICATE_ID, f"'{name}' is already an event ({_origin(registry, name)}); it cannot be declared as external",
+                                decl.node.span, "rename the declared event")
+                continue
+            if name in declared or name in registry:
+                continue  # the same external event declared in several files: the first declaration wins
+            declared[name] = chain.file
+            specs.append(EventSpec.external_event(name, decl.payload, description=decl.description, source=chain.file))
+    for loaded in files:
+        chain = loaded.chain
+        if not chain.name or chain.name_node is None:
+            continue
+        name = chain.name
+        if name in project.named:
+            other = project.named[name]
+            loaded.sink.add(rules.DUPLICATE_ID, f"chain name '{name}' is also used by {other.file}", chain.name_node.span,
+                            "chain names are event names: each must be unique in the project")
+            continue
+        if name in registry or name in declared:
+            loaded.sink.add(rules.DUPLICATE_ID, f"chain name '{name}' is already an event ({_origin(registry, name) if name in registry else 'declared in ' + declared[name]})",
+                            chain.name_node.span, "rename the chain")
+            continue
+        project.named[name] = chain
+        inputs = {k: v.schema for k, v in chain.inputs.items()}
+        specs.append(EventSpec.chain_event(name, inputs, dict(chain.outputs), description=chain.description or "", source=chain.file))
+    del sinks
+    return project, registry.with_specs(specs)
+
+
+def _origin(registry: "Registry", name: str) -> str:
+    spec = registry.get(name)
+    return f"from {spec.source}" if spec and spec.source else "registered"
+
+
+def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Sequence[LoadedFile] = ()) -> list[Diagnostic]:
+    from chainlang.checks import all_checks
+    from chainlang.checks.base import CheckContext
+
+    project, project_registry = build_project(list(files) + list(context), registry)
+    checks = all_checks()
+    for loaded in files:
+        if loaded.chain.root is None:
+            continue
+        ctx = CheckContext(loaded.chain, loaded.source, loaded.sink, project_registry, project)
+        for check in checks:
+            check.check(ctx)
+    out: list[Diagnostic] = []
+    for loaded in files:
+        out.extend(loaded.sink.items)
+    return sort_diagnostics(out)
+
+
+def default_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> "Registry":
+    from chainlang.registry.build import build_registry
+    from chainlang.registry.errors import RegistryError
+
+    try:
+        return build_registry(tools, start_dir)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]:
+    """Chain files of the directories listed in chainlang.toml's `chains`: their names resolve, their problems are not reported."""
+    from chainlang.registry.config import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    try:
+        config = find_project_config(start_dir)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    if config is None or not getattr(config, "chains", None):
+        return []
+    dirs = [str(Path(config.root) / d) for d in config.chains]
+    out = []
+    for path in discover(d for d in dirs if Path(d).is_dir()):
+        if os.path.realpath(path) not in exclude:
+            out.append(load_file(path))
+    return out
+
+
+def check_files(
+    paths: Sequence[str | os.PathLike[str]],
+    tools: Sequence[str] = (),
+    registry: "Registry | None" = None,
+    start_dir: Path | None = None,
+) -> CheckResult:
+    """Check chain and hooks files (directories are searched). Raises UsageError for bad paths or tools."""
+    names = discover(paths)
+    registry = registry if registry is not None else default_registry(tools, start_dir)
+    files = [load_file(name) for name in names]
+    context = context_files(start_dir, {os.path.realpath(f) for f in names})
+    diagnostics = check_loaded(files, registry, context)
+    return CheckResult(diagnostics, {f.path: f.source for f in files}, names)
+
+
+def check_text(text: str, path: str = "<text>.chain.yaml", registry: "Registry | None" = None,
+               tools: Sequence[str] = ()) -> list[Diagnostic]:
+    """Check one chain given as text (e.g. a chain an LLM just wrote)."""
+    registry = registry if registry is not None else default_registry(tools)
+    return check_loaded([load_file(path, text=text)], registry)

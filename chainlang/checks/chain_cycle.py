@@ -1,0 +1,31 @@
+"""CL045: named chains that call each other in a cycle (a chain is an event; calling runs it)."""
+
+from __future__ import annotations
+
+from chainlang import rules
+from chainlang.checks.base import CheckContext
+from chainlang.checks.calls import chain_steps, direct_calls
+from chainlang.graphs import find_cycles
+
+RULES = (rules.CHAIN_CYCLE,)
+
+
+def check(ctx: CheckContext) -> None:
+    me = ctx.chain.name
+    if not me or ctx.project.named.get(me) is not ctx.chain:
+        return
+    named = ctx.project.named
+
+    def edges(name: str) -> list[str]:
+        return [s.event for s in direct_calls(chain_steps(named[name])) if s.event in named]
+
+    for cycle in find_cycles([me], edges):
+        if me not in cycle:
+            continue
+        i = cycle.index(me)
+        order = cycle[i:] + cycle[:i]
+        callee = order[1] if len(order) > 1 else me
+        step = next(s for s in direct_calls(chain_steps(ctx.chain)) if s.event == callee)
+        loop = " → ".join(order + [me])
+        ctx.report(rules.CHAIN_CYCLE, f"chains call each other in a cycle: {loop}", step.event_node or step.node,
+                   "break the cycle: a chain cannot (indirectly) call itself")

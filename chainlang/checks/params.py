@@ -1,0 +1,165 @@
+"""CL015 / CL016: params checked against their event's JSON Schema before anything runs.
+
+A literal the author wrote that the schema rejects is an error (the decide model is
+for values that only exist at run time). A missing required param is a warning:
+the decide model may fill it. Templated values are checked where their type is
+known, allowing the coercions the embedded decider performs ("3" → 3, x → [x]).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from chainlang import rules
+from chainlang.checks.base import CheckContext, suggestion
+from chainlang.expr import types as T
+from chainlang.model.nodes import EventStep, walk_steps
+
+RULES = (rules.PARAM_SCHEMA, rules.MISSING_PARAM)
+
+
+def check(ctx: CheckContext) -> None:
+    single_types = {id(site.template): site.type for site in ctx.analysis.sites if site.single and site.template}
+    steps = walk_steps(ctx.chain.steps) + [s for hook in ctx.chain.hooks for s in walk_steps(hook.action)]
+    for step in steps:
+        if not isinstance(step, EventStep) or not step.event or step.params_broken:
+            continue
+        spec = ctx.registry.get(step.event)
+        if spec is None or spec.kind == "external":
+            continue
+        schema = spec.params_schema or {}
+        check_step(ctx, step, schema, single_types)
+
+
+def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], single_types: dict[int, Any]) -> None:
+    props: dict[str, Any] = schema.get("properties") or {}
+    closed = schema.get("additionalProperties") is False
+    for name, key_node in step.param_keys.items():
+        if closed and name not in props:
+            hint = suggestion(name, props) or (f"{step.event} takes: {', '.join(sorted(props))}" if props else f"{step.event} takes no params")
+            ctx.report(rules.PARAM_SCHEMA, f"{step.event} has no param '{name}'", key_node, hint)
+    # Literals are validated as written. Templated (or already reported) params are present
+    # with a placeholder, so `required` and if/then rules see them, and errors under them are ignored.
+    opaque = {name for name, value in step.params.items() if not value.literal or value.broken}
+    instance = {name: (_PLACEHOLDER if name in opaque else value.data) for name, value in step.params.items()
+                if not closed or name in props}
+    missing: list[str] = []
+    for error in _validator(_schema_key(schema)).iter_errors(instance):
+        if not error.path and error.validator == "required":
+            missing.extend(r for r in error.validator_value if r not in instance and r not in missing)
+            continue
+        name = str(error.path[0]) if error.path else None
+        if name in opaque:
+            continue
+        value = step.params.get(name) if name else None
+        where = value.node if value is not None and value.node is not None else None
+        ctx.report(rules.PARAM_SCHEMA, f"param '{name}' of {step.event}: {_message(error)}" if name else f"{step.event}: {_message(error)}",
+                   where or step.event_node or step.node)
+    for name, value in step.params.items():
+        if value.literal or value.broken or name not in props or len(value.templates) != 1:
+            continue
+        template = value.templates[0]
+        if template.path != (name,):
+            continue  # a template nested inside a literal structure: its type is not the param's
+        produced = single_types.get(id(template), T.ANY) if template.template.single is not None else T.STRING
+        expected = _types_of(props[name])
+        problem = _incompatible(produced, expected)
+        if problem:
+            ctx.report(rules.PARAM_SCHEMA, f"param '{name}' of {step.event} expects {_join(expected)}, but this template gives {problem}",
+                       template.node)
+    if missing:
+        names = ", ".join(f"'{r}'" for r in missing)
+        plural = "s" if len(missing) > 1 else ""
+        ctx.report(rules.MISSING_PARAM, f"{step.event} is missing required param{plural} {names}; the decide model will be asked for "
+                   f"{'them' if plural else 'it'} at run time", step.event_node or step.node, f"pass {names} to run without the decide model")
+
+
+class _Placeholder:
+    """Stands for a value only known at run time; jsonschema errors under it are ignored."""
+
+
+_PLACEHOLDER = _Placeholder()
+
+
+def _message(error: Any) -> str:
+    if error.validator == "type":
+        expected = error.validator_value
+        wanted = _join(expected if isinstance(expected, list) else [expected])
+        return f"expected {wanted}, got {_json_kind(error.instance)} {_short_json(error.instance)}"
+    if error.validator == "enum":
+        return f"{_short_json(error.instance)} is not one of {', '.join(_short_json(v) for v in error.validator_value)}"
+    return str(error.message)
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _short_json(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _join(kinds: list[str]) -> str:
+    kinds = list(kinds)
+    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
+
+
+def _types_of(schema: Any) -> list[str]:
+    if not isinstance(schema, dict):
+        return []
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return [kind]
+    if isinstance(kind, list):
+        return [k for k in kind if isinstance(k, str)]
+    return []
+
+
+def _incompatible(produced: Any, expected: list[str]) -> str | None:
+    """What the template gives, when no coercion of the embedded decider can make it fit."""
+    if not expected or produced is T.ANY:
+        return None
+    allowed = set(expected)
+    if "number" in allowed:
+        allowed.add("integer")
+    if isinstance(produced, T.Object) and "object" not in allowed:
+        return "an object"
+    if isinstance(produced, T.Array) and "array" not in allowed:
+        return "a list"
+    scalar = {T.STRING: "text", T.NUMBER: "a number", T.BOOL: "a boolean"}.get(produced)
+    if scalar and allowed <= {"object"}:
+        return scalar
+    return None
+
+
+def _schema_key(schema: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(schema, sort_keys=True)
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    """One validator per distinct schema, built once. Unknown params are reported above,
+    with a did-you-mean, so the top-level additionalProperties is left out here."""
+    import json
+
+    from jsonschema import Draft7Validator
+
+    schema = json.loads(schema_json)
+    schema.pop("additionalProperties", None)
+    return Draft7Validator(schema)

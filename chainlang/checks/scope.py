@@ -1,0 +1,438 @@
+"""Scope analysis: every expression site of a chain, and what each reference names.
+
+Computed once per file and shared by the reference, type and param checks.
+Visibility is structural: every step has a *trail* (the lists that contain it
+and its index in each), so "does T finish before S starts?" is answered by
+comparing two short trails rather than by copying scope sets per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from chainlang import rules
+from chainlang.diagnostics import Rule
+from chainlang.expr import types as T
+from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
+from chainlang.loader import ScalarNode
+from chainlang.model.nodes import BlockStep, Condition, EventStep, Hook, IfStep, Step, StepBase, TemplateValue, Value
+
+if TYPE_CHECKING:
+    from chainlang.checks.base import CheckContext
+    from chainlang.expr.ast import Expr
+
+STEP_FIELDS = ("result", "status", "error", "params", "duration_ms")
+RUN_FIELDS = ("id", "chain", "started_at")
+
+Relation = Literal["before", "later", "sibling", "other-branch", "enclosing", "inside", "self"]
+
+
+@dataclass(slots=True)
+class ExprSite:
+    """One expression in the file: a condition, or one `{expr}` of a template."""
+
+    node: ScalarNode
+    expr: "Expr"
+    base: int  # offset of the expression text inside node.text
+    context: str  # if, foreach, condition, param, output, set
+    template: TemplateValue | None = None  # the template it belongs to
+    single: bool = False  # the template is exactly this one {expr}
+    type: Any = None  # the inferred type of the expression
+    issues: list[Any] = field(default_factory=list)  # TypeIssues found by the static type checker
+
+
+@dataclass(slots=True)
+class RefInfo:
+    site: ExprSite
+    ref: Ref
+    kind: str  # step, input, loop, run, thread, payload, event, unknown
+    type: Any  # a chainlang.expr.types Type
+    problem: tuple[Rule, str, str | None, int, int] | None = None  # rule, message, hint, start, end (in expr)
+
+
+@dataclass
+class Analysis:
+    sites: list[ExprSite] = field(default_factory=list)
+    refs: list[RefInfo] = field(default_factory=list)
+    ref_types: dict[int, Any] = field(default_factory=dict)  # id(Ref) → Type
+
+    def type_of(self, ref: Ref) -> Any:
+        return self.ref_types.get(id(ref), T.ANY)
+
+
+@dataclass(slots=True)
+class Scope:
+    loops: dict[str, Any]  # loop variable → item type
+    payload: Any | None  # hook payload type (bare names are payload fields), None outside hooks
+    trail: tuple[tuple[int, str, int], ...]  # where the current step sits
+    current: StepBase | None
+
+
+class Document:
+    """One sequence of steps (a chain's steps, or a hook's action) and its index."""
+
+    def __init__(self, steps: list[Step]) -> None:
+        self.trails: dict[int, tuple[tuple[int, str, int], ...]] = {}
+        self.occurrences: dict[str, list[EventStep]] = {}
+        self.ids: dict[str, StepBase] = {}
+        self._index(steps, 0, "steps", ())
+
+    def _index(self, steps: list[Step], container: int, kind: str, trail: tuple[tuple[int, str, int], ...]) -> None:
+        for i, step in enumerate(steps):
+            here = trail + ((container, kind, i),)
+            self.trails[id(step)] = here
+            if step.id and step.id not in self.ids:
+                self.ids[step.id] = step
+            if isinstance(step, EventStep):
+                if step.event:
+                    self.occurrences.setdefault(step.event, []).append(step)
+            elif isinstance(step, BlockStep):
+                self._index(step.steps, id(step), "parallel" if step.parallel else "steps", here)
+            elif isinstance(step, IfStep):
+                self._index(step.then, id(step), "then", here)
+                self._index(step.else_, id(step) + 1, "else", here)
+
+    def relation(self, target: StepBase, trail: tuple[tuple[int, str, int], ...]) -> Relation:
+        """How `target` stands to the position `trail` (the step being checked)."""
+        other = self.trails[id(target)]
+        n = min(len(other), len(trail))
+        for i in range(n):
+            a, b = other[i], trail[i]
+            if a == b:
+                continue
+            if a[0] != b[0]:  # then vs else of the same if
+                return "other-branch"
+            if a[1] == "parallel":
+                return "sibling"
+            return "before" if a[2] < b[2] else "later"
+        if len(other) == len(trail):
+            return "self"
+        return "enclosing" if len(other) < len(trail) else "inside"
+
+
+class Analyser:
+    def __init__(self, ctx: "CheckContext") -> None:
+        self.ctx = ctx
+        self.analysis = Analysis()
+        self._result_types: dict[str, Any] = {}
+
+    # -- walking --
+
+    def run(self) -> Analysis:
+        chain = self.ctx.chain
+        doc = Document(chain.steps)
+        root = Scope(loops={}, payload=None, trail=(), current=None)
+        self.walk_steps(chain.steps, doc, root)
+        end = Scope(loops={}, payload=None, trail=((0, "steps", len(chain.steps)),), current=None)
+        for value in chain.outputs.values():
+            self.value_sites(value, "output", doc, end)
+        for hook in chain.hooks:
+            self.walk_hook(hook)
+        return self.analysis
+
+    def walk_hook(self, hook: Hook) -> None:
+        payload = self.payload_type(hook)
+        doc = Document(hook.action)
+        scope = Scope(loops={}, payload=payload, trail=((0, "steps", -1),), current=None)
+        if hook.condition:
+            self.condition_site(hook.condition, "condition", doc, scope)
+        for value in hook.set.values():
+            self.value_sites(value, "set", doc, scope)
+        self.walk_steps(hook.action, doc, Scope(loops={}, payload=payload, trail=(), current=None))
+
+    def walk_steps(self, steps: list[Step], doc: Document, outer: Scope) -> None:
+        for step in steps:
+            trail = doc.trails[id(step)]
+            scope = Scope(loops=outer.loops, payload=outer.payload, trail=trail, current=step)
+            if step.if_:
+                self.condition_site(step.if_, "if", doc, scope)
+            inner = scope
+            if step.foreach:
+                item_type = self.condition_site(step.foreach, "foreach", doc, scope)
+                element = item_type.item if isinstance(item_type, T.Array) else T.ANY
+                inner = Scope(loops={**scope.loops, step.as_: element}, payload=scope.payload, trail=trail, current=step)
+            if isinstance(step, EventStep):
+                for value in step.params.values():
+                    self.value_sites(value, "param", doc, inner)
+            elif isinstance(step, BlockStep):
+                self.walk_steps(step.steps, doc, inner)
+            elif isinstance(step, IfStep):
+                if step.condition:
+                    self.condition_site(step.condition, "if", doc, inner)
+                self.walk_steps(step.then, doc, inner)
+                self.walk_steps(step.else_, doc, inner)
+
+    def condition_site(self, cond: Condition, context: str, doc: Document, scope: Scope) -> Any:
+        if cond.expr is None:
+            return T.ANY
+        site = ExprSite(cond.node, cond.expr, 0, context)
+        return self.site(site, doc, scope)
+
+    def value_sites(self, value: Value, context: str, doc: Document, scope: Scope) -> None:
+        from chainlang.expr.template import Embedded
+
+        for tv in value.templates:
+            single = tv.template.single is not None
+            for part in tv.template.parts:
+                if isinstance(part, Embedded):
+                    self.site(ExprSite(tv.node, part.expr, part.offset, context, tv, single), doc, scope)
+
+    def site(self, site: ExprSite, doc: Document, scope: Scope) -> Any:
+        self.analysis.sites.append(site)
+        for ref in iter_refs(site.expr):
+            info = self.resolve(ref, site, doc, scope)
+            self.analysis.refs.append(info)
+            self.analysis.ref_types[id(ref)] = info.type
+        site.type, site.issues = T.check_expression(site.expr, self.analysis.type_of)
+        return site.type
+
+    # -- resolution --
+
+    def resolve(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope) -> RefInfo:
+        segs = ref.segments
+        first = segs[0]
+        if not isinstance(first, Name):  # the grammar makes this impossible; stay total anyway
+            return self.unknown(ref, site, "a reference must start with a name", None)
+        root = first.name
+        names = _leading_names(segs)
+
+        # the longest dotted prefix naming an event used in this document or registered
+        for k in range(len(names), 1, -1):
+            candidate = ".".join(names[:k])
+            if candidate in doc.occurrences or candidate in self.ctx.registry:
+                return self.event_ref(ref, site, doc, scope, candidate, k)
+        if root in doc.ids:
+            return self.id_ref(ref, site, doc, scope, doc.ids[root])
+        if root in scope.loops:
+            return RefInfo(site, ref, "loop", _path(scope.loops[root], segs[1:]))
+        if root == "inputs":
+            return self.input_ref(ref, site)
+        if root == "run":
+            if len(segs) > 1 and not (isinstance(segs[1], Name) and segs[1].name in RUN_FIELDS):
+                bad = segs[1]
+                return self.problem(ref, site, "run", rules.REF_UNKNOWN, "'run' has the fields id, chain and started_at",
+                                    _suggest(getattr(bad, "name", ""), RUN_FIELDS), bad.start, bad.end)
+            return RefInfo(site, ref, "run", T.STRING if len(segs) > 1 else T.ANY)
+        if root == "thread":
+            return RefInfo(site, ref, "thread", T.ANY)
+        if scope.payload is not None:
+            if root == "event":
+                return RefInfo(site, ref, "event", T.ANY)
+            return self.payload_ref(ref, site, scope.payload)
+        return self.unknown(ref, site, f"'{root}' names nothing here", self.root_suggestion(ref, doc, scope))
+
+    def event_ref(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope, name: str, k: int) -> RefInfo:
+        segs = ref.segments
+        occurrences = doc.occurrences.get(name, [])
+        rest = segs[k:]
+        end_of_name = segs[k - 1].end
+        if rest and isinstance(rest[0], Index):
+            index = rest[0]
+            count = len(occurrences)
+            if not -count <= index.value < count:
+                where = f"{count} {name} step{'s' if count != 1 else ''}" if count else f"no {name} step"
+                valid = f"use an index from 0 to {count - 1} (or -1 for the last)" if count else f"add a {name} step before this one"
+                return self.problem(ref, site, "step", rules.REF_INDEX, f"{name}[{index.value}]: this chain has {where}",
+                                    valid, ref.start, index.end)
+            target = occurrences[index.value]
+            relation = doc.relation(target, scope.trail)
+            if relation != "before" and scope.current is not None:
+                return self.relation_problem(ref, site, f"{name}[{index.value}]", relation, ref.start, index.end)
+            return self.field_ref(ref, site, target, rest[1:])
+        if scope.current is None and scope.trail and scope.trail[0][2] == -1:
+            # a hook's condition or set: no step of the action has run yet
+            return self.problem(ref, site, "step", rules.REF_FORWARD,
+                                f"{name} runs in this hook's action, after the condition is evaluated", None,
+                                ref.start, end_of_name)
+        relations = [doc.relation(step, scope.trail) for step in occurrences]
+        if any(r == "before" for r in relations):
+            target = next(s for s, r in zip(occurrences, relations) if r == "before")
+            return self.field_ref(ref, site, target, rest)
+        if not occurrences:
+            return self.problem(ref, site, "step", rules.REF_UNKNOWN, f"{name} does not run in this chain before this point",
+                                f"add a {name} step before this one", ref.start, end_of_name)
+        for wanted in ("sibling", "other-branch", "later", "self", "enclosing", "inside"):
+            if wanted in relations:
+                return self.relation_problem(ref, site, name, wanted, ref.start, end_of_name)
+        raise AssertionError("unreachable: some relation applies")
+
+    def id_ref(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope, target: StepBase) -> RefInfo:
+        segs = ref.segments
+        relation = doc.relation(target, scope.trail) if scope.trail and scope.trail[0][2] != -1 else "later"
+        if relation != "before":
+            label = f"step '{target.id}'"
+            return self.relation_problem(ref, site, label, relation, ref.start, segs[0].end)
+        if len(segs) > 1 and isinstance(segs[1], Index):
+            return self.problem(ref, site, "step", rules.REF_INDEX, f"'{target.id}' names one step; it has no occurrences to index",
+                                f"index its result instead: {target.id}.result[{segs[1].value}]", segs[1].start, segs[1].end)
+        return self.field_ref(ref, site, target, segs[1:])
+
+    def relation_problem(self, ref: Ref, site: ExprSite, label: str, relation: Relation, start: int, end: int) -> RefInfo:
+        if relation == "sibling":
+            return self.problem(ref, site, "step", rules.REF_SIBLING,
+                                f"{label} runs in parallel with this step, so its result is not ready",
+                                "move the step that needs it after the parallel group", start, end)
+        messages = {
+            "later": (f"{label} only runs after this point", "move this step after it, or the reference earlier"),
+            "other-branch": (f"{label} is in the other branch of the same if, so it never runs before this step", None),
+            "self": (f"{label} refers to this very step, whose result does not exist yet", None),
+            "enclosing": (f"{label} is a block that contains this step and has not finished yet", None),
+            "inside": (f"{label} runs inside this step, after this expression is evaluated", None),
+        }
+        message, hint = messages[relation]
+        return self.problem(ref, site, "step", rules.REF_FORWARD, message, hint, start, end)
+
+    def field_ref(self, ref: Ref, site: ExprSite, target: StepBase, rest: tuple[Any, ...]) -> RefInfo:
+        result_type = self.result_type(target)
+        if rest and isinstance(rest[0], Name) and rest[0].name in STEP_FIELDS:
+            field_name, path = rest[0].name, rest[1:]
+        else:
+            field_name, path = "result", rest
+        if field_name == "status":
+            base = T.STRING
+        elif field_name == "duration_ms":
+            base = T.NUMBER
+        elif field_name == "result":
+            base = result_type
+        else:
+            base = T.ANY
+        found = T.path_type(base, path) if path else base
+        if found is None:
+            missing = _first_missing(base, path)
+            event = target.event if isinstance(target, EventStep) else (target.id or "this step")
+            seg = missing or path[0]
+            props = _props(base, path, seg)
+            label = getattr(seg, "name", None) or getattr(seg, "value", "?")
+            return self.problem(ref, site, "step", rules.REF_PATH,
+                                f"the result of {event} has no '{label}'" if field_name == "result" else f"{event}.{field_name} has no '{label}'",
+                                _suggest(str(label), props) or (f"its fields: {', '.join(sorted(props))}" if props else None),
+                                seg.start, seg.end)
+        return RefInfo(site, ref, "step", found)
+
+    def input_ref(self, ref: Ref, site: ExprSite) -> RefInfo:
+        segs = ref.segments
+        inputs = self.ctx.chain.inputs
+        if len(segs) == 1:
+            return RefInfo(site, ref, "input", T.ANY)
+        name_seg = segs[1]
+        name = getattr(name_seg, "name", None) or getattr(name_seg, "value", None)
+        if not isinstance(name, str) or name not in inputs:
+            declared = ", ".join(sorted(inputs)) or "none"
+            return self.problem(ref, site, "input", rules.REF_INPUT, f"the chain declares no input '{name}' (declared: {declared})",
+                                _suggest(str(name), inputs) or "declare it under inputs:", name_seg.start, name_seg.end)
+        return RefInfo(site, ref, "input", _path(T.type_from_schema(inputs[name].schema), segs[2:]))
+
+    def payload_ref(self, ref: Ref, site: ExprSite, payload: Any) -> RefInfo:
+        found = T.path_type(payload, ref.segments)
+        if found is None:
+            seg = ref.segments[0]
+            props = _object_props(payload)
+            return self.problem(ref, site, "payload", rules.REF_UNKNOWN, f"'{seg.name}' is not a field of this hook's payload",
+                                _suggest(seg.name, props) or (f"its fields: {', '.join(sorted(props))}" if props else None),
+                                seg.start, seg.end)
+        return RefInfo(site, ref, "payload", found)
+
+    def unknown(self, ref: Ref, site: ExprSite, message: str, hint: str | None) -> RefInfo:
+        first = ref.segments[0]
+        return self.problem(ref, site, "unknown", rules.REF_UNKNOWN, message, hint, first.start, first.end)
+
+    def problem(self, ref: Ref, site: ExprSite, kind: str, rule: Rule, message: str, hint: str | None,
+                start: int, end: int) -> RefInfo:
+        return RefInfo(site, ref, kind, T.ANY, (rule, message, hint, start, end))
+
+    def root_suggestion(self, ref: Ref, doc: Document, scope: Scope) -> str | None:
+        root = ref.segments[0].name  # type: ignore[union-attr]
+        dotted = _leading_names(ref.segments)
+        if len(dotted) >= 2:  # a misspelled event: compare the dotted prefix with the events of the chain
+            for k in range(len(dotted), 1, -1):
+                hint = _suggest(".".join(dotted[:k]), list(doc.occurrences))
+                if hint:
+                    return hint
+        names = set(doc.ids) | set(scope.loops) | {"inputs", "run", "thread"}
+        names |= {event.split(".")[0] for event in doc.occurrences}
+        hint = _suggest(root, names)
+        if hint:
+            return hint
+        if self.ctx.chain.inputs and root not in self.ctx.chain.inputs:
+            return None
+        if root in self.ctx.chain.inputs:
+            return f"inputs are referenced as inputs.{root}"
+        return "references start with a step id, an event that ran before (tools.now.result), inputs.NAME, or a loop variable"
+
+    # -- types --
+
+    def result_type(self, target: StepBase) -> Any:
+        if not isinstance(target, EventStep) or not target.event:
+            return T.ANY
+        name = target.event
+        if name not in self._result_types:
+            spec = self.ctx.registry.get(name)
+            schema = getattr(spec, "result_schema", None) if spec else None
+            self._result_types[name] = T.type_from_schema(schema) if schema else T.ANY
+        base = self._result_types[name]
+        if target.foreach is not None:
+            return T.Array(base)
+        return base
+
+    def payload_type(self, hook: Hook) -> Any:
+        trigger = hook.trigger
+        if trigger is None or any(c in trigger.pattern for c in "*?["):
+            return T.ANY
+        spec = self.ctx.registry.get(trigger.pattern)
+        if spec is None:
+            return T.ANY
+        schema = spec.params_schema if trigger.phase == "pre" else spec.result_schema
+        return T.type_from_schema(schema) if schema else T.ANY
+
+
+def _leading_names(segs: tuple[Any, ...]) -> list[str]:
+    names = []
+    for seg in segs:
+        if not isinstance(seg, Name):
+            break
+        names.append(seg.name)
+    return names
+
+
+def _path(base: Any, segs: tuple[Any, ...]) -> Any:
+    if not segs:
+        return base
+    found = T.path_type(base, segs)
+    return T.ANY if found is None else found
+
+
+def _first_missing(base: Any, path: tuple[Any, ...]) -> Any:
+    for i in range(1, len(path) + 1):
+        if T.path_type(base, path[:i]) is None:
+            return path[i - 1]
+    return None
+
+
+def _props(base: Any, path: tuple[Any, ...], seg: Any) -> list[str]:
+    i = path.index(seg) if seg in path else 0
+    parent = T.path_type(base, path[:i]) if i else base
+    return _object_props(parent)
+
+
+def _object_props(t: Any) -> list[str]:
+    """Property names of an object type (of every object member of a union)."""
+    names: list[str] = []
+    for member in T.members(t):
+        if isinstance(member, T.Object):
+            names.extend(k for k in member.props if k not in names)
+    return names
+
+
+def _suggest(word: str, candidates: Any) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f"did you mean '{found[0]}'?" if found else None
+
+
+def analyse(ctx: "CheckContext") -> Analysis:
+    return Analyser(ctx).run()
+
+
+__all__ = ["Analysis", "ExprSite", "RefInfo", "analyse", "Key"]

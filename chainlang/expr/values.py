@@ -1,0 +1,200 @@
+"""JSON values as the expression language sees them: kinds, truthiness,
+equality, text rendering and path walking. Shared by the evaluator, the
+filters and the templates.
+
+Values are JSON values as Python builds them (``json.loads``): ``None``,
+``bool``, ``int``, ``float``, ``str``, ``list``, ``dict``; a ``tuple`` counts
+as a list. Anything else is "not a JSON value" and makes an operator or filter
+fail with a ``type`` error: no attribute of a Python object is ever read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from chainlang.expr.ast import Index, Name, Segment
+from chainlang.expr.errors import ExprEvalError
+
+__all__ = [
+    "MAX_SIZE",
+    "kind_of",
+    "truthy",
+    "json_equal",
+    "to_text",
+    "to_json",
+    "walk_path",
+    "contains_value",
+    "DataResolver",
+]
+
+#: most characters of a string and items of a list an expression may build
+MAX_SIZE = 1_000_000
+
+
+def kind_of(value: Any) -> str:
+    """``null``, ``boolean``, ``number``, ``string``, ``list``, ``object``, or
+    ``unsupported`` for a Python value that is not JSON."""
+    t = type(value)
+    if t is str:
+        return "string"
+    if value is None:
+        return "null"
+    if t is bool:
+        return "boolean"
+    if t is int or t is float:
+        return "number"
+    if t is list or t is tuple:
+        return "list"
+    if t is dict:
+        return "object"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return "unsupported"
+
+
+def truthy(value: Any) -> bool:
+    """``null``, ``false``, ``0`` (and ``0.0``), ``""``, ``[]`` and ``{}`` are
+    false; every other value is true."""
+    if value is None or value is False:
+        return False
+    if value is True:
+        return True
+    t = type(value)
+    if t is int or t is float:
+        return value != 0
+    if t is str or t is list or t is dict or t is tuple:
+        return len(value) > 0
+    kind = kind_of(value)
+    if kind == "number":
+        return bool(value != 0)
+    if kind in ("string", "list", "object"):
+        return len(value) > 0
+    return True
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: ``1 == 1.0`` is true, ``1 == true`` is false, lists and
+    objects compare deeply (object key order does not matter)."""
+    if a is b:
+        return True
+    ka = kind_of(a)
+    if ka != kind_of(b):
+        return False
+    if ka == "list":
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if ka == "object":
+        if len(a) != len(b):
+            return False
+        for key, value in a.items():
+            if key not in b or not json_equal(value, b[key]):
+                return False
+        return True
+    if ka == "unsupported":
+        return False
+    return bool(a == b)
+
+
+def contains_value(items: Iterable[Any], needle: Any) -> bool:
+    """List membership by JSON equality."""
+    t = type(needle)
+    if t is str:
+        return any(type(x) is str and x == needle for x in items)
+    return any(json_equal(x, needle) for x in items)
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON text (``separators=(",", ":")``, non-ASCII kept)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ValueError) and "digits" in str(exc):
+            raise ExprEvalError("limit", "number too large to render as text") from None
+        if isinstance(exc, ValueError) and "Circular" in str(exc):
+            raise ExprEvalError("value", "value contains itself") from None
+        if isinstance(exc, ValueError):
+            raise ExprEvalError("value", "value is not a finite number") from None
+        raise ExprEvalError("type", f"not a JSON value: {exc}") from None
+    except RecursionError:
+        raise ExprEvalError("limit", "value is nested too deeply to render") from None
+
+
+def to_text(value: Any) -> str:
+    """A value rendered as text (templates, ``join``, ``string``): strings as
+    they are, ``null`` as the empty string, ``true``/``false``, numbers as JSON,
+    lists and objects as compact JSON (``json.dumps(v, separators=(",", ":"),
+    ensure_ascii=False)``)."""
+    if type(value) is str:
+        return value  # type: ignore[no-any-return]
+    if value is None:
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        try:
+            return str(value)
+        except ValueError:
+            raise ExprEvalError("limit", "number too large to render as text") from None
+    if isinstance(value, str):
+        return str(value)
+    return to_json(value)
+
+
+def walk_path(value: Any, segments: Iterable[Segment]) -> Any:
+    """Walk a JSON value along path segments: ``.name`` and ``['key']`` index
+    objects, ``[n]`` indexes lists (negative ``n`` counts from the end). A
+    missing key, an out-of-range index or a segment that does not fit the
+    value (a key on a list, an index on an object or a string) gives
+    ``None``."""
+    for seg in segments:
+        if value is None:
+            return None
+        t = type(seg)
+        if t is Index:
+            if type(value) is list or type(value) is tuple or (
+                isinstance(value, (list, tuple)) and not isinstance(value, str)
+            ):
+                i = seg.value  # type: ignore[union-attr]
+                n = len(value)
+                if -n <= i < n:
+                    value = value[i]
+                    continue
+            return None
+        key = seg.name if t is Name else seg.value  # type: ignore[union-attr]
+        if type(value) is dict or isinstance(value, dict):
+            value = value.get(key)
+        else:
+            return None
+    return value
+
+
+class DataResolver:
+    """Resolves a :class:`~chainlang.expr.ast.Ref` against plain data: the
+    first name is a key of ``data``, the rest is walked with
+    :func:`walk_path`. Used for hook payloads (bare names are payload fields)
+    and by the compliance suite."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def __call__(self, ref: Any) -> Any:
+        segments = ref.segments
+        first = segments[0]
+        value = self.data.get(first.name if isinstance(first, Name) else first.value)
+        if len(segments) == 1:
+            return value
+        return walk_path(value, segments[1:])
+

@@ -1,0 +1,197 @@
+"""The typed chain model: canonical steps, hooks and chains, each tied to its YAML node.
+
+Every step form of the language (bare, compact, canonical, nested lists,
+`parallel:`, `steps:`, `if/then/else`) is normalised to one of the three step
+classes below; checks, the compiler and the interpreter see only these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+from chainlang.loader import AnyNode, MapNode, ScalarNode
+
+if TYPE_CHECKING:
+    from chainlang.expr.ast import Expr
+    from chainlang.expr.template import Template
+
+OnError = Literal["fail", "continue", "break"]
+
+
+@dataclass(slots=True)
+class Condition:
+    """An `if:`, `foreach:` or hook `condition:` expression, parsed once."""
+
+    node: ScalarNode
+    expr: "Expr | None"  # None when it did not parse (a diagnostic was reported)
+
+
+@dataclass(slots=True)
+class TemplateValue:
+    """A string value holding at least one `{expr}`, parsed once."""
+
+    node: ScalarNode
+    template: "Template"
+    path: tuple[str | int, ...]  # where it sits inside params/outputs/set
+
+
+@dataclass(slots=True)
+class Value:
+    """A params/outputs/set value: the plain data plus the templates inside it."""
+
+    node: AnyNode | None
+    data: Any
+    templates: list[TemplateValue] = field(default_factory=list)
+    broken: bool = False  # a problem inside was already reported: later checks leave it alone
+
+    @property
+    def literal(self) -> bool:
+        return not self.templates
+
+
+@dataclass(slots=True)
+class Retry:
+    node: MapNode
+    attempts: int = 1
+    delay: float = 0.0
+    backoff: float = 1.0
+    max_delay: float | None = None
+
+
+@dataclass(slots=True)
+class StepBase:
+    path: str  # stable step path: "3", "3.1", "2.then.1", "hook:audit.1"
+    node: AnyNode
+    id: str | None = None
+    id_node: ScalarNode | None = None
+    if_: Condition | None = None
+    foreach: Condition | None = None
+    as_: str = "item"
+    as_node: ScalarNode | None = None
+    timeout: float | None = None
+    on_error: OnError = "fail"
+    description: str | None = None
+
+
+@dataclass(slots=True)
+class EventStep(StepBase):
+    event: str = ""
+    event_node: ScalarNode | None = None
+    params: dict[str, Value] = field(default_factory=dict)
+    params_node: MapNode | None = None
+    params_broken: bool = False  # the params were rejected as a whole (already reported)
+    # keys of params in file order with their key nodes, for param-level positions
+    param_keys: dict[str, ScalarNode] = field(default_factory=dict)
+    decide: str | None = None
+    decide_node: ScalarNode | None = None
+    retry: Retry | None = None
+
+
+@dataclass(slots=True)
+class BlockStep(StepBase):
+    """`steps:` (sequential) or `parallel:` / a nested list (concurrent branches)."""
+
+    parallel: bool = False
+    steps: list["Step"] = field(default_factory=list)
+    max_parallel: int | None = None
+
+
+@dataclass(slots=True)
+class IfStep(StepBase):
+    condition: Condition | None = None
+    then: list["Step"] = field(default_factory=list)
+    else_: list["Step"] = field(default_factory=list)
+
+
+Step = Union[EventStep, BlockStep, IfStep]
+
+
+@dataclass(slots=True)
+class Trigger:
+    phase: Literal["pre", "post"]
+    pattern: str  # an event name or a glob (email.*)
+    node: ScalarNode
+
+
+@dataclass(slots=True)
+class Hook:
+    node: MapNode
+    index: int  # position among the file's hooks (ties keep file order)
+    id: str | None = None
+    id_node: ScalarNode | None = None
+    trigger: Trigger | None = None
+    condition: Condition | None = None
+    priority: int = 0
+    after: list[tuple[str, ScalarNode]] = field(default_factory=list)
+    action: list[Step] = field(default_factory=list)
+    action_node: AnyNode | None = None
+    cancel: bool = False
+    set: dict[str, Value] = field(default_factory=dict)
+    set_node: MapNode | None = None
+    mode: str = "parallel"
+    max: int | None = None
+    max_depth: int | None = None
+    description: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.id or f"#{self.index + 1}"
+
+
+@dataclass(slots=True)
+class Input:
+    name: str
+    node: ScalarNode
+    schema: dict[str, Any]
+    schema_node: AnyNode | None
+
+
+@dataclass(slots=True)
+class EventDecl:
+    """An external event declared with `events:` (no tool behind it)."""
+
+    name: str
+    node: ScalarNode
+    description: str
+    payload: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Limits:
+    max_steps: int = 1000
+    max_depth: int = 8
+    timeout: float | None = None
+    max_parallel: int = 16
+
+
+@dataclass(slots=True)
+class Chain:
+    file: str
+    kind: Literal["chain", "hooks"]
+    root: AnyNode | None
+    name: str | None = None
+    name_node: ScalarNode | None = None
+    description: str | None = None
+    inputs: dict[str, Input] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+    hooks: list[Hook] = field(default_factory=list)
+    outputs: dict[str, Value] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    allow: list[tuple[str, ScalarNode]] | None = None
+    events: dict[str, EventDecl] = field(default_factory=dict)
+
+
+def walk_steps(steps: list[Step]) -> "list[Step]":
+    """Every step in document order, blocks before their children."""
+    out: list[Step] = []
+    stack: list[Step] = list(reversed(steps))
+    while stack:
+        step = stack.pop()
+        out.append(step)
+        if isinstance(step, BlockStep):
+            stack.extend(reversed(step.steps))
+        elif isinstance(step, IfStep):
+            stack.extend(reversed(step.else_))
+            stack.extend(reversed(step.then))
+    return out

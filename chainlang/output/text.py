@@ -1,0 +1,155 @@
+"""Human-readable diagnostics, in the style of rustc and ruff.
+
+For each diagnostic::
+
+    chains/a.chain.yaml:12:7: error: unknown event 'emial.send' [CL014 unknown-event]
+      12 |   - emial.send: {to: bob}
+         |     ^~~~~~~~~~
+      hint: did you mean 'email.send'?
+
+with a blank line between diagnostics, then a summary line such as
+``2 errors, 1 warning in 3 files`` or ``no problems found in 3 files``.
+
+Columns are counted in characters (code points); the caret line is laid out
+in terminal cells so that it stays under the right character when the line
+holds tabs (expanded to tab stops every `TAB_WIDTH` cells), wide characters
+(two cells) or combining marks (none). Control characters of the source are
+shown as their Unicode control pictures (so a file cannot send escape codes to
+the terminal), and a CRLF line ending is dropped.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping, Sequence
+
+from chainlang.diagnostics import Diagnostic
+from chainlang.source import SourceFile
+
+__all__ = ["TAB_WIDTH", "render", "summary"]
+
+TAB_WIDTH = 4
+
+_RESET = "\x1b[0m"
+_BOLD = "\x1b[1m"
+_CYAN = "\x1b[36m"
+_BLUE = "\x1b[34m"
+_SEVERITY = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m"}
+
+
+def render(
+    diagnostics: Sequence[Diagnostic],
+    sources: Mapping[str, SourceFile],
+    *,
+    color: bool = False,
+    files_checked: int | None = None,
+) -> str:
+    blocks = [_diagnostic(d, sources.get(d.file), color) for d in diagnostics]
+    if files_checked is None:
+        files_checked = len({d.file for d in diagnostics})
+    line = summary(diagnostics, files_checked)
+    blocks.append(_style(line, _BOLD, color))
+    return "\n\n".join(blocks) + "\n"
+
+
+def summary(diagnostics: Sequence[Diagnostic], files_checked: int) -> str:
+    """``N errors, M warnings in K files``, or ``no problems found in K files``."""
+    files = _plural(files_checked, "file")
+    if not diagnostics:
+        return f"no problems found in {files}"
+    errors = sum(1 for d in diagnostics if d.severity == "error")
+    warnings = len(diagnostics) - errors
+    return f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')} in {files}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _style(text: str, code: str, color: bool) -> str:
+    return f"{code}{text}{_RESET}" if color else text
+
+
+def _diagnostic(d: Diagnostic, source: SourceFile | None, color: bool) -> str:
+    severity_code = _SEVERITY.get(d.severity, _BOLD)
+    location = _style(f"{d.file}:{d.line}:{d.column}", _CYAN, color)
+    severity = _style(d.severity, severity_code, color)
+    lines = [f"{location}: {severity}: {_printable(d.message)} [{d.rule} {d.slug}]"]
+
+    snippet = _snippet(d, source)
+    if snippet is not None:
+        shown, caret = snippet
+        number = str(d.line)
+        gutter = _style(f"  {number} |", _BLUE, color)
+        blank_gutter = _style(f"  {' ' * len(number)} |", _BLUE, color)
+        lines.append(f"{gutter} {shown}".rstrip())
+        pad, marks = caret
+        lines.append(f"{blank_gutter} {' ' * pad}{_style(marks, severity_code, color)}")
+
+    if d.hint:
+        label = _style("hint", _BOLD, color)
+        first, *rest = (_printable(part) for part in d.hint.split("\n"))
+        lines.append(f"  {label}: {first}")
+        lines.extend(f"        {part}" for part in rest)
+    return "\n".join(lines)
+
+
+def _snippet(d: Diagnostic, source: SourceFile | None) -> tuple[str, tuple[int, str]] | None:
+    """The displayed source line and (padding, ``^~~``) of the caret, or None."""
+    if source is None:
+        return None
+    last_line = source.position(len(source.text))[0]
+    if not 1 <= d.line <= last_line:
+        return None
+    text = source.line_text(d.line).removesuffix("\r")
+
+    cells = _cells(text)
+    start = min(max(d.column, 1), len(text) + 1) - 1
+    pad = sum(width for _, width in cells[:start])
+    span = 1
+    if d.end_line == d.line and d.end_column > d.column:
+        end = min(d.end_column, len(text) + 1) - 1
+        span = max(1, sum(width for _, width in cells[start:end]))
+    shown = "".join(glyph for glyph, _ in cells)
+    return shown, (pad, "^" + "~" * (span - 1))
+
+
+def _cells(text: str) -> list[tuple[str, int]]:
+    """Each character of `text` as it is shown, with its width in cells."""
+    cells: list[tuple[str, int]] = []
+    position = 0
+    for char in text:
+        if char == "\t":
+            width = TAB_WIDTH - position % TAB_WIDTH
+            glyph = " " * width
+        else:
+            glyph = _picture(char)
+            width = _width(glyph)
+        cells.append((glyph, width))
+        position += width
+    return cells
+
+
+def _width(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _picture(char: str) -> str:
+    """A visible stand-in for a control character; other characters as they are."""
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    if 0x80 <= code < 0xA0:
+        return "\ufffd"
+    return char
+
+
+def _printable(text: str) -> str:
+    """Message text without control characters (tabs are kept)."""
+    if text.isprintable():
+        return text
+    return "".join(char if char == "\t" else _picture(char) for char in text)

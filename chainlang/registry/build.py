@@ -1,0 +1,35 @@
+"""`build_registry`: the registry every CLI command sees."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from chainlang.registry.config import display_path, find_project_config
+from chainlang.registry.loading import load_tools
+from chainlang.registry.registry import Registry
+from chainlang.registry.stdlib import stdlib_specs
+
+__all__ = ["build_registry"]
+
+
+def build_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> Registry:
+    """The stdlib, plus the tools listed in the nearest `chainlang.toml`
+    (searched from `start_dir`, default the working directory; its entries are
+    relative to the toml), plus `tools` (`--tools` refs: module names or .py
+    files relative to the working directory).
+
+    Raises a RegistryError subclass (ConfigError, ToolLoadError, or
+    RegistryError for a name declared twice) with a one-line message.
+    Named chains (`chains = [...]`) are not added here: that is the chain
+    loader's job (see EventSpec.chain_event).
+    """
+    registry = Registry(stdlib_specs())
+    config = find_project_config(start_dir)
+    if config is not None and config.tools:
+        for spec in load_tools(list(config.tools), config.root, origin=f"listed in {display_path(config.path)}"):
+            registry.add(spec)
+    if tools:
+        for spec in load_tools(list(tools), Path.cwd(), origin="given with --tools"):
+            registry.add(spec)
+    return registry

@@ -1,0 +1,255 @@
+"""Example tools: the mail, calendar, team, web, document and HTTP events that
+the chainlang documentation uses in its examples.
+
+Every example in the docs is checked with
+
+    chainlang check --tools docs/_tools/example_tools.py FILE
+
+so the events below are the ones the examples may call. The bodies return
+fixed, made-up data: no network, no clock, the same answer every time.
+"""
+
+import zlib
+from typing import Any, Literal
+
+from chainlang import event
+
+# -- a tiny fake world --------------------------------------------------------
+
+_PEOPLE = {
+    "marketing": [
+        {"name": "Sarah Lee", "email": "sarah@example.com"},
+        {"name": "Tom Baker", "email": "tom@example.com"},
+    ],
+    "engineering": [
+        {"name": "John Park", "email": "john@example.com"},
+        {"name": "Ana Silva", "email": "ana@example.com"},
+    ],
+}
+
+_INBOX = [
+    {
+        "id": "m-101",
+        "sender": "Sarah Lee <sarah@example.com>",
+        "subject": "Q1 budget review",
+        "date": "2024-01-15",
+        "unread": True,
+    },
+    {
+        "id": "m-102",
+        "sender": "John Park <john@example.com>",
+        "subject": "Re: launch checklist",
+        "date": "2024-01-14",
+        "unread": False,
+    },
+]
+
+# -- result schemas (so that references into results are checked) -------------
+
+_PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "email": {"type": "string"}},
+    "required": ["name", "email"],
+    "additionalProperties": False,
+}
+
+_SLOT = {
+    "type": "object",
+    "properties": {"start": {"type": "string"}, "end": {"type": "string"}},
+    "required": ["start", "end"],
+    "additionalProperties": False,
+}
+
+_CALENDAR_ENTRY = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "start": {"type": "string"},
+        "end": {"type": "string"},
+    },
+    "required": ["title", "start", "end"],
+    "additionalProperties": False,
+}
+
+_MESSAGE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "sender": {"type": "string"},
+        "subject": {"type": "string"},
+        "date": {"type": "string"},
+        "unread": {"type": "boolean"},
+    },
+    "required": ["id", "sender", "subject", "date", "unread"],
+    "additionalProperties": False,
+}
+
+
+def _object(**properties: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def _list_of(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": item}
+
+
+# -- mail ---------------------------------------------------------------------
+
+
+@event(
+    "email.search",
+    description="Search the mailbox; `query` matches subjects, `sender` matches the From line.",
+    result=_object(matches=_list_of(_MESSAGE)),
+    idempotent=True,
+)
+async def email_search(
+    query: str = "",
+    sender: str | None = None,
+    days: int = 7,
+    unread: bool = False,
+    ctx=None,
+) -> dict[str, Any]:
+    matches = [
+        message
+        for message in _INBOX
+        if query.lower() in message["subject"].lower()
+        and (sender is None or sender.lower() in message["sender"].lower())
+        and (message["unread"] or not unread)
+    ]
+    return {"matches": matches}
+
+
+@event(
+    "email.send",
+    description="Send an email. Not idempotent: a retried send is a second email.",
+    result=_object(message_id={"type": "string"}),
+)
+def email_send(to: str, subject: str, body: str, cc: str | None = None) -> dict[str, Any]:
+    return {"message_id": f"sent-{zlib.crc32(f'{to}|{subject}'.encode()) % 10_000:04d}"}
+
+
+# -- calendar -----------------------------------------------------------------
+
+
+@event(
+    "calendar.search",
+    description="A team's calendar entries within a date range.",
+    result=_object(entries=_list_of(_CALENDAR_ENTRY)),
+    idempotent=True,
+)
+def calendar_search(team: str, date_range: Any = None) -> dict[str, Any]:
+    return {
+        "entries": [
+            {"title": f"{team} weekly", "start": "2024-01-22T10:00", "end": "2024-01-22T11:00"},
+        ]
+    }
+
+
+@event(
+    "calendar.check",
+    description="The user's own calendar on one day, optionally filtered by a text query.",
+    result=_object(entries=_list_of(_CALENDAR_ENTRY)),
+    idempotent=True,
+)
+def calendar_check(date: str, query: str | None = None) -> dict[str, Any]:
+    entries = [
+        {"title": "Standup", "start": f"{date}T09:00", "end": f"{date}T09:15"},
+        {"title": "Dentist", "start": f"{date}T14:00", "end": f"{date}T15:00"},
+    ]
+    if query:
+        entries = [entry for entry in entries if query.lower() in entry["title"].lower()]
+    return {"entries": entries}
+
+
+@event(
+    "calendar.availability",
+    description="Free slots that all the given people share within a date range.",
+    result=_object(slots=_list_of(_SLOT)),
+    idempotent=True,
+)
+def calendar_availability(people: list[Any], date_range: Any = None) -> dict[str, Any]:
+    return {
+        "slots": [
+            {"start": "2024-01-23T10:00", "end": "2024-01-23T11:00"},
+            {"start": "2024-01-25T15:00", "end": "2024-01-25T16:00"},
+        ]
+    }
+
+
+@event(
+    "calendar.create",
+    description="Create a calendar entry and invite the attendees.",
+    result=_object(event_id={"type": "string"}, start={"type": "string"}),
+)
+def calendar_create(
+    title: str = "Meeting",
+    attendees: list[str] | None = None,
+    duration: str = "30m",
+    start: str | None = None,
+    type: Literal["meeting", "reminder", "focus"] = "meeting",
+) -> dict[str, Any]:
+    return {"event_id": "cal-2001", "start": start or "2024-01-23T10:00"}
+
+
+# -- people, web, documents, HTTP ---------------------------------------------
+
+
+@event(
+    "team.members",
+    description="The members of a team, with their email addresses.",
+    result=_object(members=_list_of(_PERSON)),
+    idempotent=True,
+)
+def team_members(team: str) -> dict[str, Any]:
+    return {"members": list(_PEOPLE.get(team, []))}
+
+
+@event(
+    "web.search",
+    description="Search the web.",
+    result=_object(
+        results=_list_of(_object(title={"type": "string"}, url={"type": "string"}, snippet={"type": "string"}))
+    ),
+    idempotent=True,
+)
+async def web_search(query: str, limit: int = 5) -> dict[str, Any]:
+    results = [
+        {
+            "title": f"{query}: result {n}",
+            "url": f"https://example.com/search/{n}",
+            "snippet": f"Made-up snippet {n} about {query}.",
+        }
+        for n in range(1, 4)
+    ]
+    return {"results": results[:limit]}
+
+
+@event(
+    "document.create",
+    description="Create a document, presentation or spreadsheet.",
+    result=_object(document_id={"type": "string"}, url={"type": "string"}),
+)
+def document_create(
+    title: str,
+    content: str = "",
+    type: Literal["document", "presentation", "spreadsheet"] = "document",
+) -> dict[str, Any]:
+    return {"document_id": "doc-301", "url": "https://docs.example.com/doc-301"}
+
+
+@event(
+    "http.request",
+    description="Make an HTTP request and return the status code and body.",
+    result=_object(status={"type": "integer"}, body={}),
+)
+def http_request(
+    url: str,
+    method: Literal["GET", "POST", "PUT", "DELETE"] = "GET",
+    body: Any = None,
+) -> dict[str, Any]:
+    return {"status": 200, "body": {"ok": True, "url": url, "method": method}}
