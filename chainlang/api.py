@@ -59,7 +59,7 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            below = []
+            below: list[str] = []
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
                 below.extend(os.path.join(root, f) for f in files if is_chain_file(f))

@@ -61,7 +61,23 @@ def _use_color(stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Usage errors from click itself get the same one-line form (and exit 2) as ours."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "chainlang"
+            _usage_exit(f"{exc.format_message()} (see '{command} --help')")
+        except click.exceptions.Abort:
+            sys.exit(130)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="chainlang")
 def main() -> None:
     """chainlang: check and run declarative YAML event chains."""

@@ -102,13 +102,14 @@ class SeqNode(Node):
 
 
 class MapNode(Node):
-    __slots__ = ("pairs", "index", "flow")
+    __slots__ = ("pairs", "index", "flow", "merged")
 
     def __init__(self, mark_start: Any, mark_end: Any, flow: bool, tag: str | None) -> None:
         super().__init__(mark_start, mark_end, tag)
         self.pairs: list[tuple[ScalarNode, AnyNode]] = []  # keys are always scalars
         self.index: dict[str, int] = {}  # key text → position in pairs (first occurrence)
         self.flow = flow
+        self.merged: set[str] | None = None  # keys that came from a `<<` merge (explicit keys override them)
 
     @property
     def kind(self) -> str:
@@ -168,7 +169,7 @@ def kind_of(tag: str) -> str:
 def _event_source(text: str) -> Iterator[Any]:
     """Parse events from the fastest parser installed."""
     try:
-        from _ruamel_yaml import CParser  # type: ignore[import-not-found]
+        from _ruamel_yaml import CParser
     except ImportError:  # no C extension (e.g. a Python without wheels): same events, slower
         import ruamel.yaml
 
@@ -248,7 +249,7 @@ class _Builder:
         if expected is None or not expected(value):
             self.sink.add(rules.WRONG_TYPE, f"'{text}' is not a valid !!{kind}", self.point(mark))
             return None
-        return float(value) if kind == "float" else value
+        return float(value) if kind == "float" and value is not None else value
 
     def add_weight(self, weight: int, mark: Any) -> bool:
         self.expanded += weight
@@ -372,14 +373,21 @@ class _Builder:
         if name == "<<" and not key.style and isinstance(value, (MapNode, SeqNode)):
             # YAML merge key: copy pairs not already present (explicit keys win)
             merged = value.items if isinstance(value, SeqNode) else [value]
+            if mapping.merged is None:
+                mapping.merged = set()
             for source in merged:
                 if isinstance(source, MapNode):
                     for k, v in source.pairs:
                         if k.text not in mapping.index:
                             mapping.index[k.text] = len(mapping.pairs)
                             mapping.pairs.append((k, v))
+                            mapping.merged.add(k.text)
                 else:
                     self.sink.add(rules.WRONG_TYPE, "'<<' merges mappings only", Span.point(source.line, source.column))
+            return
+        if mapping.merged and name in mapping.merged:  # an explicit key overrides a merged one
+            mapping.merged.discard(name)
+            mapping.pairs[mapping.index[name]] = (key, value)
             return
         if name in mapping.index:
             first = mapping.pairs[mapping.index[name]][0]
@@ -464,7 +472,11 @@ def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None)
     context = getattr(exc, "context", None)
-    if mark is not None:
+    context_mark = getattr(exc, "context_mark", None)
+    at_end = mark is not None and mark.index >= len(source.text.rstrip())
+    if at_end and context_mark is not None:  # e.g. an unclosed [ or {: point where it was opened
+        span = Span.point(context_mark.line + 1, context_mark.column + 1)
+    elif mark is not None:
         span = Span.point(mark.line + 1, mark.column + 1)
     elif getattr(exc, "position", None) is not None:  # ReaderError: a character offset
         line, column = source.position(int(exc.position))  # type: ignore[attr-defined]
@@ -473,24 +485,49 @@ def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink)
         span = Span.point(1, 1)
     if problem:
         message = str(problem)
-        if context:
-            message = f"{message} ({context})"
+        if at_end and context:
+            message = f"{message} before the end of the file ({context} that starts here)"
+        elif context:
+            opened = ""
+            if context_mark is not None and mark is not None and context_mark.line != mark.line:
+                opened = f" at line {context_mark.line + 1}, column {context_mark.column + 1}"
+            message = f"{message} ({context}{opened})"
     else:
         message = str(exc).split("\n")[0] or type(exc).__name__
         reason = getattr(exc, "reason", None)
         if reason:
             message = str(reason)
-    sink.add(rules.YAML_SYNTAX, f"invalid YAML: {message}", span, hint=_yaml_hint(message))
+    lines = {span.line, context_mark.line + 1 if context_mark is not None else span.line}
+    sink.add(rules.YAML_SYNTAX, f"invalid YAML: {message}", span,
+             hint=_yaml_hint(message, [source.line_text(n) for n in sorted(lines)]))
 
 
-def _yaml_hint(message: str) -> str | None:
+_UNQUOTED_TEMPLATE = re.compile(r"(?:^|[:\-]\s)\{[^{}]*\}\s*[^\s,}\]#]")
+
+
+def _yaml_hint(message: str, lines: list[str]) -> str | None:
+    if any(_UNQUOTED_TEMPLATE.search(line) for line in lines):
+        return 'a value that starts with { is read as a YAML mapping: quote the whole template, e.g. if: "{x} > 1"'
+    if any("\t" in line[: len(line) - len(line.lstrip())] for line in lines) or "\\t" in message:
+        return "YAML indentation uses spaces, not tabs"
     if "mapping values are not allowed" in message:
         return "a value containing ': ' must be quoted"
-    if "found character '\\t'" in message or "tab" in message:
-        return "YAML indentation uses spaces, not tabs"
     if "control characters" in message:
         return "remove the control character"
     return None
+
+
+def node_at(node: AnyNode | None, path: Any) -> AnyNode | None:
+    """The node at a JSON path (keys and indices) below `node`, or the deepest one found."""
+    current = node
+    for part in path:
+        if isinstance(current, MapNode) and isinstance(part, str) and current.get(part) is not None:
+            current = current.get(part)
+        elif isinstance(current, SeqNode) and isinstance(part, int) and 0 <= part < len(current.items):
+            current = current.items[part]
+        else:
+            break
+    return current
 
 
 def to_data(node: AnyNode | None) -> Any:

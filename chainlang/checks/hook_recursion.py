@@ -1,41 +1,70 @@
-"""CL044: a hook whose action can re-trigger itself (directly, through other hooks or sub-chains)
-must bound that with max_depth."""
+"""CL044: a hook whose action can re-trigger itself (directly, through other hooks or
+sub-chains) without a bound.
+
+A hook "reaches" another when its action (or a named chain it runs) calls an event
+that the other hook triggers on. A loop of hooks is bounded as soon as one hook on
+it sets max_depth, so only loops made entirely of unbounded hooks are reported.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from fnmatch import fnmatchcase
 
 from chainlang import rules
 from chainlang.checks.base import CheckContext
 from chainlang.checks.calls import transitive_events
 from chainlang.checks.hook_order import universe
-from chainlang.graphs import reachable
 from chainlang.model.nodes import Hook
 
 RULES = (rules.HOOK_RECURSION,)
 
 
 def check(ctx: CheckContext) -> None:
-    if not any(h.action and h.trigger for h in ctx.chain.hooks):
+    if not any(h.action and h.trigger and h.max_depth is None for h in ctx.chain.hooks):
         return
-    hooks = [h for h in universe(ctx) if h.trigger is not None]
+    # only unbounded hooks can carry an unbounded loop
+    hooks = [h for h in universe(ctx) if h.trigger is not None and h.action and h.max_depth is None]
     calls = {id(h): transitive_events(h.action, ctx.project) for h in hooks}
-    by_key = {id(h): h for h in hooks}
 
-    def fires(hook: Hook, events: set[str]) -> bool:
+    def fires(hook: Hook, caller: Hook) -> str | None:
+        """The event through which `caller`'s action triggers `hook`, if any."""
         assert hook.trigger is not None
-        return any(fnmatchcase(e, hook.trigger.pattern) for e in events)
+        return next((e for e in sorted(calls[id(caller)]) if fnmatchcase(e, hook.trigger.pattern)), None)
 
-    def edges(key: int) -> list[int]:
-        return [id(other) for other in hooks if fires(other, calls[key])]
+    # who each hook triggers, computed once: the loop search below only walks this
+    triggers = {id(caller): [h for h in hooks if fires(h, caller)] for caller in hooks}
 
     for hook in ctx.chain.hooks:
         if hook.trigger is None or not hook.action or hook.max_depth is not None:
             continue
-        if id(hook) in reachable(id(hook), edges):
-            direct = fires(hook, calls[id(hook)])
-            how = "directly" if direct else "through other hooks or chains"
-            ctx.report(rules.HOOK_RECURSION, f"hook {hook.label} can re-trigger itself {how}: its action calls an event that "
-                       f"matches its trigger '{hook.trigger.phase}:{hook.trigger.pattern}'", hook.trigger.node,
-                       "add max_depth: N to bound the recursion, or change the action")
-    del by_key
+        loop = _shortest_loop(hook, triggers)
+        if loop is None:
+            continue
+        trigger = f"{hook.trigger.phase}:{hook.trigger.pattern}"
+        if len(loop) == 1:
+            event = fires(hook, hook)
+            message = f"hook {hook.label} re-triggers itself: its action calls {event}, which matches its trigger '{trigger}'"
+        else:
+            names = " → ".join(h.label for h in loop + [hook])
+            message = f"hook {hook.label} can re-trigger itself through other hooks: {names}"
+        ctx.report(rules.HOOK_RECURSION, message, hook.trigger.node,
+                   "add max_depth: N to one hook of the loop to bound it, or change the action")
+
+
+def _shortest_loop(start: Hook, triggers: dict[int, list[Hook]]) -> list[Hook] | None:
+    """Breadth-first: the shortest chain of hooks start → ... → start, as [start, ...]."""
+    parent: dict[int, Hook | None] = {id(start): None}
+    queue: deque[Hook] = deque([start])
+    while queue:
+        current = queue.popleft()
+        for other in triggers[id(current)]:
+            if other is start:
+                path = [current]
+                while parent[id(path[-1])] is not None:
+                    path.append(parent[id(path[-1])])  # type: ignore[arg-type]
+                return list(reversed(path))
+            if id(other) not in parent:
+                parent[id(other)] = current
+                queue.append(other)
+    return None

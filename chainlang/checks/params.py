@@ -49,12 +49,12 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
         if not error.path and error.validator == "required":
             missing.extend(r for r in error.validator_value if r not in instance and r not in missing)
             continue
-        name = str(error.path[0]) if error.path else None
-        if name in opaque:
+        param = str(error.path[0]) if error.path else None
+        if param in opaque:
             continue
-        value = step.params.get(name) if name else None
+        value = step.params.get(param) if param else None
         where = value.node if value is not None and value.node is not None else None
-        ctx.report(rules.PARAM_SCHEMA, f"param '{name}' of {step.event}: {_message(error)}" if name else f"{step.event}: {_message(error)}",
+        ctx.report(rules.PARAM_SCHEMA, f"param '{param}' of {step.event}: {_message(error)}" if param else f"{step.event}: {_message(error)}",
                    where or step.event_node or step.node)
     for name, value in step.params.items():
         if value.literal or value.broken or name not in props or len(value.templates) != 1:

@@ -14,22 +14,32 @@ def check(ctx: CheckContext) -> None:
     if not ctx.chain.inputs and not ctx.chain.events:
         return
     from jsonschema import Draft7Validator
-    from jsonschema.exceptions import SchemaError
+    from jsonschema.exceptions import SchemaError, best_match
 
-    def valid(schema: Any, where: Any, what: str) -> bool:
+    from chainlang.loader import node_at
+
+    def valid(schema: Any, node: Any, fallback: Any, what: str) -> bool:
         try:
             Draft7Validator.check_schema(schema)
         except SchemaError as err:
-            path = "/".join(str(p) for p in err.path)
-            ctx.report(rules.BAD_SCHEMA, f"{what} is not a valid JSON Schema: {err.message}" + (f" (at {path})" if path else ""), where)
+            error = best_match([err]) if err.context else err
+            path = list(error.path)
+            key = "/".join(str(p) for p in path)
+            where = node_at(node, path) if node is not None else None
+            message = error.message
+            if error.validator in ("anyOf", "oneOf") and path and path[-1] == "type":
+                message = f"{error.instance!r} is not a JSON Schema type (string, integer, number, boolean, array, object, null)"
+            ctx.report(rules.BAD_SCHEMA, f"{what} is not a valid JSON Schema: {message}" + (f" (at {key})" if key else ""),
+                       where or fallback)
             return False
         return True
 
     for spec in ctx.chain.inputs.values():
-        where = spec.schema_node or spec.node
-        if valid(spec.schema, where, f"the schema of input '{spec.name}'") and "default" in spec.schema:
+        if valid(spec.schema, spec.schema_node, spec.node, f"the schema of input '{spec.name}'") and "default" in spec.schema:
             errors = list(Draft7Validator(spec.schema).iter_errors(spec.schema["default"]))
             if errors:
-                ctx.report(rules.BAD_SCHEMA, f"the default of input '{spec.name}' does not fit its schema: {errors[0].message}", where)
+                default = node_at(spec.schema_node, ["default"]) if spec.schema_node is not None else None
+                ctx.report(rules.BAD_SCHEMA, f"the default of input '{spec.name}' does not fit its schema: {errors[0].message}",
+                           default or spec.node)
     for decl in ctx.chain.events.values():
-        valid(decl.payload, decl.node, f"the payload schema of {decl.name}")
+        valid(decl.payload, decl.payload_node, decl.node, f"the payload schema of {decl.name}")

@@ -274,7 +274,7 @@ class Analyser:
                                 f"{label} runs in parallel with this step, so its result is not ready",
                                 "move the step that needs it after the parallel group", start, end)
         messages = {
-            "later": (f"{label} only runs after this point", "move this step after it, or the reference earlier"),
+            "later": (f"{label} only runs after this point", f"move {label} before this step, or this step after it"),
             "other-branch": (f"{label} is in the other branch of the same if, so it never runs before this step", None),
             "self": (f"{label} refers to this very step, whose result does not exist yet", None),
             "enclosing": (f"{label} is a block that contains this step and has not finished yet", None),
@@ -304,8 +304,10 @@ class Analyser:
             seg = missing or path[0]
             props = _props(base, path, seg)
             label = getattr(seg, "name", None) or getattr(seg, "value", "?")
+            where = _path_text(path[: path.index(seg)] if seg in path else ())
+            owner = f"the result of {event}" if field_name == "result" else f"{event}.{field_name}"
             return self.problem(ref, site, "step", rules.REF_PATH,
-                                f"the result of {event} has no '{label}'" if field_name == "result" else f"{event}.{field_name} has no '{label}'",
+                                f"{owner} has no '{label}'" + (f" at {where}" if where else ""),
                                 _suggest(str(label), props) or (f"its fields: {', '.join(sorted(props))}" if props else None),
                                 seg.start, seg.end)
         return RefInfo(site, ref, "step", found)
@@ -327,9 +329,10 @@ class Analyser:
         found = T.path_type(payload, ref.segments)
         if found is None:
             seg = ref.segments[0]
+            label = seg.name if isinstance(seg, Name) else str(getattr(seg, "value", "?"))
             props = _object_props(payload)
-            return self.problem(ref, site, "payload", rules.REF_UNKNOWN, f"'{seg.name}' is not a field of this hook's payload",
-                                _suggest(seg.name, props) or (f"its fields: {', '.join(sorted(props))}" if props else None),
+            return self.problem(ref, site, "payload", rules.REF_UNKNOWN, f"'{label}' is not a field of this hook's payload",
+                                _suggest(label, props) or (f"its fields: {', '.join(sorted(props))}" if props else None),
                                 seg.start, seg.end)
         return RefInfo(site, ref, "payload", found)
 
@@ -343,6 +346,8 @@ class Analyser:
 
     def root_suggestion(self, ref: Ref, doc: Document, scope: Scope) -> str | None:
         root = ref.segments[0].name  # type: ignore[union-attr]
+        if root in self.ctx.chain.inputs:
+            return f"inputs are referenced as inputs.{root}"
         dotted = _leading_names(ref.segments)
         if len(dotted) >= 2:  # a misspelled event: compare the dotted prefix with the events of the chain
             for k in range(len(dotted), 1, -1):
@@ -351,13 +356,10 @@ class Analyser:
                     return hint
         names = set(doc.ids) | set(scope.loops) | {"inputs", "run", "thread"}
         names |= {event.split(".")[0] for event in doc.occurrences}
+        names.discard(root)
         hint = _suggest(root, names)
         if hint:
             return hint
-        if self.ctx.chain.inputs and root not in self.ctx.chain.inputs:
-            return None
-        if root in self.ctx.chain.inputs:
-            return f"inputs are referenced as inputs.{root}"
         return "references start with a step id, an event that ran before (tools.now.result), inputs.NAME, or a loop variable"
 
     # -- types --
@@ -400,6 +402,18 @@ def _path(base: Any, segs: tuple[Any, ...]) -> Any:
         return base
     found = T.path_type(base, segs)
     return T.ANY if found is None else found
+
+
+def _path_text(segs: tuple[Any, ...]) -> str:
+    out = ""
+    for seg in segs:
+        if isinstance(seg, Name):
+            out += ("." if out else "") + seg.name
+        elif isinstance(seg, Index):
+            out += f"[{seg.value}]"
+        else:
+            out += f"[{getattr(seg, 'value', '?')!r}]"
+    return out
 
 
 def _first_missing(base: Any, path: tuple[Any, ...]) -> Any:

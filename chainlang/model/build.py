@@ -49,9 +49,9 @@ RESERVED_NAMES = frozenset(
 
 TOP_KEYS = ("chainlang", "chain", "description", "inputs", "steps", "hooks", "outputs", "limits", "allow", "events")
 HOOKS_FILE_KEYS = ("chainlang", "description", "events", "hooks")
-COMMON_KEYS = ("id", "if", "foreach", "as", "timeout", "on_error", "description")
+COMMON_KEYS = ("id", "if", "foreach", "as", "max_parallel", "timeout", "on_error", "description")
 EVENT_KEYS = COMMON_KEYS + ("event", "params", "decide", "retry")
-PARALLEL_KEYS = COMMON_KEYS + ("parallel", "max_parallel")
+PARALLEL_KEYS = COMMON_KEYS + ("parallel",)
 STEPS_KEYS = COMMON_KEYS + ("steps",)
 IF_KEYS = COMMON_KEYS + ("then", "else")
 ALL_STEP_KEYS = frozenset(EVENT_KEYS + PARALLEL_KEYS + STEPS_KEYS + IF_KEYS)
@@ -329,7 +329,6 @@ class ModelBuilder:
                 block.steps = [self.step(item, f"{path}.{i + 1}", in_parallel=True) for i, item in enumerate(inner.items)]
             elif inner is not None:
                 self.wrong_type(inner, "'parallel'", "a list of steps")
-            block.max_parallel = self.integer(node.get("max_parallel"), "max_parallel", rules.BAD_LIMIT, *LIMIT_RANGES["max_parallel"])
             step, allowed = block, PARALLEL_KEYS
         elif form == "steps":
             block = BlockStep(path=path, node=node, parallel=False)
@@ -346,8 +345,13 @@ class ModelBuilder:
         else:
             step = self.compact_event(node, path)
             # the event key and any extra names were judged by compact_event
-            allowed = EVENT_KEYS + tuple(k.text for k, _ in node.pairs if k.text not in ALL_STEP_KEYS)
-        self.check_keys(node, allowed, "a step")
+            extra = {k.text for k, _ in node.pairs if k.text not in ALL_STEP_KEYS}
+            for key_node, _ in node.pairs:
+                if key_node.text not in EVENT_KEYS and key_node.text not in extra:
+                    self.unknown_key(key_node, tuple(k for k in EVENT_KEYS if k not in ("event", "params")), "a step")
+            allowed = ()
+        if allowed:
+            self.check_keys(node, allowed, "a step")
         self.common(step, node, skip_if=isinstance(step, IfStep))
         return step
 
@@ -373,6 +377,7 @@ class ModelBuilder:
             return step
         step.event, step.event_node = key.text, key
         self.params(step, node.get(key.text))
+        self.event_options(step, node)
         return step
 
     def canonical_event(self, node: MapNode, path: str, event_node: AnyNode | None) -> EventStep:
@@ -381,14 +386,17 @@ class ModelBuilder:
         if name is not None and isinstance(event_node, ScalarNode) and self.event_name(event_node, name):
             step.event, step.event_node = name, event_node
         self.params(step, node.get("params"))
+        self.event_options(step, node)
+        return step
+
+    def event_options(self, step: EventStep, node: MapNode) -> None:
+        """`decide` and `retry`, the same in the canonical and the compact form."""
         decide = node.get("decide")
         if decide is not None:
             step.decide = self.string(decide, "'decide'")
             step.decide_node = decide if isinstance(decide, ScalarNode) else None
-        retry = node.get("retry")
         if node.key_node("retry") is not None:
-            step.retry = self.retry(retry, node)
-        return step
+            step.retry = self.retry(node.get("retry"), node)
 
     def params(self, step: EventStep, node: AnyNode | None) -> None:
         if node is None:
@@ -468,6 +476,13 @@ class ModelBuilder:
                     self.error(rules.INVALID_ID, f"loop variable '{name}' must be a lowercase name that is not reserved", as_node)
                 else:
                     step.as_, step.as_node = name, as_node
+        max_parallel = node.get("max_parallel")
+        if max_parallel is not None:
+            if step.foreach is None and not (isinstance(step, BlockStep) and step.parallel):
+                self.key_error(node, "max_parallel", rules.BAD_LIMIT,
+                               "max_parallel bounds a parallel group or the items of a foreach; this step has neither")
+            else:
+                step.max_parallel = self.integer(max_parallel, "max_parallel", rules.BAD_LIMIT, *LIMIT_RANGES["max_parallel"])
         step.timeout = self.duration(node.get("timeout"), "timeout")
         on_error = node.get("on_error")
         if on_error is not None:
@@ -553,8 +568,17 @@ class ModelBuilder:
 
     def hook_shape(self, hook: Hook, node: MapNode) -> None:
         phase = hook.trigger.phase if hook.trigger else None
-        if not any(node.key_node(k) is not None for k in ("action", "set", "cancel")):
-            self.error(rules.HOOK_ACTION, "this hook does nothing", node, "give it an action: (steps), or for pre: hooks set: or cancel: true")
+        acts = bool(hook.action) or bool(hook.set) or hook.cancel
+        # an option that is present but was rejected has been reported already
+        rejected = (
+            (node.get("action") is not None and not isinstance(node.get("action"), SeqNode))
+            or (node.get("set") is not None and not isinstance(node.get("set"), MapNode))
+            or (node.get("cancel") is not None and not (isinstance(node.get("cancel"), ScalarNode)
+                                                         and isinstance(node.get("cancel").value, bool)))  # type: ignore[union-attr]
+        )
+        if not acts and not rejected:
+            self.error(rules.HOOK_ACTION, "this hook does nothing", node,
+                       "give it an action: (steps), or for pre: hooks set: {param: value} or cancel: true")
         if phase == "post":
             for key in ("cancel", "set"):
                 if node.key_node(key) is not None:
@@ -635,6 +659,10 @@ class ModelBuilder:
             if not EVENT_GLOB.match(text):
                 self.error(rules.BAD_ALLOW, f"'{text}' is not an event name or glob", item, "write names like email.search or globs like email.*")
                 continue
+            if "." not in text and not any(c in text for c in "*?["):
+                self.error(rules.BAD_ALLOW, f"'{text}' can never match: event names are dotted", item,
+                           f"allow the whole namespace with '{text}.*', or name one event such as '{text}.search'")
+                continue
             out.append((text, item))
         return out
 
@@ -650,18 +678,18 @@ class ModelBuilder:
             name = key_node.text
             if not self.event_name(key_node, name):
                 continue
-            description, payload = "", {}
+            description, payload, payload_at = "", {}, None
             if isinstance(decl, MapNode):
                 self.check_keys(decl, EVENT_DECL_KEYS, f"the declaration of {name}")
                 description = self.string(decl.get("description"), "'description'") or ""
                 payload_node = decl.get("payload")
                 if isinstance(payload_node, MapNode):
-                    payload = to_data(payload_node)
+                    payload, payload_at = to_data(payload_node), payload_node
                 elif payload_node is not None:
                     self.wrong_type(payload_node, "'payload'", "a JSON Schema mapping")
             elif not (isinstance(decl, ScalarNode) and decl.value is None):
                 self.wrong_type(decl, f"the declaration of {name}", "a mapping with description and payload")
-            chain.events[name] = EventDecl(name, key_node, description, payload)
+            chain.events[name] = EventDecl(name, key_node, description, payload, payload_at)
 
 
 def _kind_phrase(node: AnyNode) -> str:
@@ -686,8 +714,9 @@ def build_chain(root: AnyNode | None, source: SourceFile, sink: DiagnosticSink, 
     if root is None:
         if not sink.items:
             what = "hooks" if kind == "hooks" else "steps"
-            sink.add(rules.NOT_A_CHAIN, f"the file is empty: a {kind} file needs {what}", Span.point(1, 1),
-                     "a chain is a list of steps, or a mapping with steps:")
+            hint = ("a hooks file is a list of hooks, or a mapping with events: and hooks:" if kind == "hooks"
+                    else "a chain is a list of steps, or a mapping with steps:")
+            sink.add(rules.NOT_A_CHAIN, f"the file is empty: a {kind} file needs {what}", Span.point(1, 1), hint)
         return chain
     if kind == "hooks":
         _build_hooks_file(builder, root, chain)
@@ -715,8 +744,11 @@ def build_chain(root: AnyNode | None, source: SourceFile, sink: DiagnosticSink, 
     steps_node = root.get("steps")
     if root.key_node("steps") is None:
         sink.add(rules.NOT_A_CHAIN, "the chain has no 'steps:'", root.span, "add steps: with a list of steps")
-    elif isinstance(steps_node, SeqNode) and not steps_node.items:
-        sink.add(rules.NOT_A_CHAIN, "the chain has no steps", steps_node.span)
+    elif isinstance(steps_node, SeqNode) and not steps_node.items or (
+            isinstance(steps_node, ScalarNode) and steps_node.value is None and not steps_node.text):
+        sink.add(rules.NOT_A_CHAIN, "the chain has no steps", root.key_node("steps").span,  # type: ignore[union-attr]
+                 "list the steps below steps:")
+        steps_node = None
     chain.steps = builder.steps(steps_node, "")
     chain.hooks = builder.hooks(root.get("hooks"))
     chain.outputs, _ = builder.mapping_of_values(root.get("outputs"), "'outputs'")
@@ -730,7 +762,7 @@ def _version(builder: ModelBuilder, root: MapNode) -> None:
     node = root.get("chainlang")
     if node is None:
         return
-    if not (isinstance(node, ScalarNode) and node.value == 1 and not isinstance(node.value, bool)):
+    if not (isinstance(node, ScalarNode) and type(node.value) is int and node.value == 1):
         builder.error(rules.BAD_VERSION, f"unsupported chainlang version {node.text if isinstance(node, ScalarNode) else '?'}",
                       node, "this release reads version 1: write chainlang: 1")
 

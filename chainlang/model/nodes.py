@@ -69,6 +69,7 @@ class StepBase:
     foreach: Condition | None = None
     as_: str = "item"
     as_node: ScalarNode | None = None
+    max_parallel: int | None = None  # of a parallel group, or of the items of a foreach
     timeout: float | None = None
     on_error: OnError = "fail"
     description: str | None = None
@@ -94,7 +95,6 @@ class BlockStep(StepBase):
 
     parallel: bool = False
     steps: list["Step"] = field(default_factory=list)
-    max_parallel: int | None = None
 
 
 @dataclass(slots=True)
@@ -155,6 +155,7 @@ class EventDecl:
     node: ScalarNode
     description: str
     payload: dict[str, Any]
+    payload_node: AnyNode | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,366 @@
+"""The docs cannot drift from the checker: every example in them is checked.
+
+* Every ```yaml block of docs/**/*.md is a complete chain file and must check
+  clean (no diagnostics at all, warnings included), unless the line just before
+  its fence is a marker:
+
+      <!-- check: CL014 CL012 -->        must produce exactly these rule ids
+      <!-- check: hooks -->              a hooks file (*.hooks.yaml) that checks clean
+      <!-- check: hooks CL041 -->        a hooks file that must produce exactly these ids
+      <!-- check: skip -- reason -->     not a chain file; not checked
+
+  Any other `<!-- check` comment, or a marker that is not directly followed by a
+  ```yaml fence, is an error.
+* Every ```console block whose first line is `$ chainlang check [OPTIONS]
+  example.chain.yaml` (or `example.hooks.yaml`) holds the exact output of that
+  command, run by the real CLI in a directory that holds only the preceding
+  yaml block under that name, with `--tools docs/_tools/example_tools.py` added.
+* Every rule of the catalogue has its page docs/checks/<slug>.md, with a failing
+  example and its output, and docs/checks/index.md lists every rule.
+* `mkdocs build --strict` passes.
+
+The examples run against the example tools of docs/_tools/example_tools.py.
+After a deliberate change to the checker's output, UPDATE_DOCS=1 rewrites the
+console blocks with what the CLI prints now (then read the diff!).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from chainlang.api import check_files, default_registry
+from chainlang.diagnostics import Rule
+from chainlang.registry.registry import Registry
+from chainlang.rules import ALL_RULES, RULES_BY_ID, RULES_BY_SLUG
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+CHECKS = DOCS / "checks"
+TOOLS = ROOT / "docs" / "_tools" / "example_tools.py"
+
+_FENCE = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_MARKER_START = re.compile(r"^\s*<!--\s*check\b")
+_MARKER = re.compile(r"^<!-- check: (?P<body>\S.*?) -->$")
+_SKIP = re.compile(r"^skip -- (?P<reason>\S.*)$")
+_CHECK_COMMAND = re.compile(r"^\$ chainlang check\b")
+
+
+# -- reading the docs -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marker:
+    kind: str = "chain"  # "chain" or "hooks"
+    rules: frozenset[str] = frozenset()  # the rule ids the block must produce; empty: it checks clean
+    skip: str | None = None  # the reason, for YAML that is not a chain file
+
+    @property
+    def filename(self) -> str:
+        return f"example.{self.kind}.yaml"
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    page: str  # path under docs/, e.g. "checks/unknown-event.md"
+    line: int  # 1-based line of the opening fence
+    index: int = field(repr=False)  # position among the blocks of its page
+    lang: str
+    text: str = field(repr=False)
+    marker: Marker | None = field(repr=False)  # yaml blocks only; None also for a malformed marker
+    previous: Block | None = field(repr=False)  # the block just before this one on the page
+    adjacent: bool = field(repr=False)  # only blank lines separate this block from `previous`
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def parse_marker(line: str) -> Marker:
+    """The marker of a `<!-- check ... -->` line; ValueError for a form that is not one of the known ones."""
+    match = _MARKER.match(line.strip())
+    if not match:
+        raise ValueError(f"not a marker of the form <!-- check: ... -->: {line.strip()!r}")
+    body = match.group("body")
+    skip = _SKIP.match(body)
+    if skip:
+        return Marker(skip=skip.group("reason"))
+    if body.startswith("skip"):
+        raise ValueError(f"a skip marker is written <!-- check: skip -- reason -->: {line.strip()!r}")
+    words = body.split(" ")
+    kind = "chain"
+    if words[0] == "hooks":
+        kind, words = "hooks", words[1:]
+    if not words and kind == "chain":
+        raise ValueError(f"an empty marker: {line.strip()!r}")
+    for word in words:
+        if not re.fullmatch(r"CL\d{3}", word):
+            raise ValueError(f"{word!r} is not a rule id (CL014), 'hooks' or 'skip -- reason': {line.strip()!r}")
+        if word not in RULES_BY_ID:
+            raise ValueError(f"{word} is not a rule of chainlang.rules: {line.strip()!r}")
+    if len(set(words)) != len(words):
+        raise ValueError(f"a rule id is listed twice: {line.strip()!r}")
+    return Marker(kind=kind, rules=frozenset(words))
+
+
+def read_page(path: Path) -> tuple[list[Block], list[str]]:
+    """The fenced blocks of one page, and the problems found with its markers."""
+    page = path.relative_to(DOCS).as_posix()
+    lines = path.read_text(encoding="utf-8").split("\n")
+    blocks: list[Block] = []
+    problems: list[str] = []
+    i = 0
+    last_end = -1  # index of the closing fence of the previous block
+    while i < len(lines):
+        line = lines[i]
+        fence = _FENCE.match(line)
+        if not fence:
+            if _MARKER_START.match(line):
+                after = lines[i + 1] if i + 1 < len(lines) else ""
+                opener = _FENCE.match(after)
+                if not opener or _language(opener.group("info")) != "yaml":
+                    problems.append(f"{page}:{i + 1}: a check marker must be on the line just before a ```yaml fence")
+            i += 1
+            continue
+        indent, marks = len(fence.group("indent")), fence.group("fence")
+        lang = _language(fence.group("info"))
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines):
+            close = _FENCE.match(lines[j])
+            if close and close.group("fence")[0] == marks[0] and len(close.group("fence")) >= len(marks) and not close.group("info").strip():
+                break
+            text = lines[j]
+            body.append(text[indent:] if text[:indent].strip() == "" else text.lstrip())
+            j += 1
+        if j == len(lines):
+            problems.append(f"{page}:{i + 1}: the fence is never closed")
+        marker: Marker | None = None
+        if lang == "yaml":
+            marker = Marker()
+            if i > 0 and _MARKER_START.match(lines[i - 1]):
+                try:
+                    marker = parse_marker(lines[i - 1])
+                except ValueError as exc:
+                    problems.append(f"{page}:{i}: {exc}")
+                    marker = None  # not checked: the marker problem is the failure
+        previous = blocks[-1] if blocks else None
+        adjacent = previous is not None and all(not text.strip() for text in lines[last_end + 1 : i])
+        blocks.append(Block(page, i + 1, len(blocks), lang, "\n".join(body) + "\n", marker, previous, adjacent))
+        last_end = j
+        i = j + 1
+    return blocks, problems
+
+
+def _language(info: str) -> str:
+    words = info.split()
+    return words[0] if words else ""
+
+
+def read_docs() -> tuple[list[Block], list[str]]:
+    blocks: list[Block] = []
+    problems: list[str] = []
+    for path in sorted(DOCS.rglob("*.md")):
+        if any(part.startswith("_") for part in path.relative_to(DOCS).parts):
+            continue
+        found, trouble = read_page(path)
+        blocks.extend(found)
+        problems.extend(trouble)
+    return blocks, problems
+
+
+BLOCKS, MARKER_PROBLEMS = read_docs()
+YAML_BLOCKS = [b for b in BLOCKS if b.lang == "yaml" and b.marker is not None and b.marker.skip is None]
+CONSOLE_BLOCKS = [b for b in BLOCKS if b.lang == "console" and _CHECK_COMMAND.match(b.text.split("\n", 1)[0])]
+
+
+def block_id(block: Block) -> str:
+    return block.id
+
+
+# -- running the checker -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    return default_registry([str(TOOLS)])
+
+
+def write_example(block: Block, directory: Path) -> Path:
+    assert block.marker is not None
+    path = directory / block.marker.filename
+    path.write_text(block.text, encoding="utf-8")
+    return path
+
+
+def console_command(block: Block) -> tuple[list[str], str]:
+    """The CLI arguments after `check` (with --tools added) and the file name the command checks."""
+    words = shlex.split(block.text.split("\n", 1)[0][1:])
+    options, name = words[2:-1], words[-1] if len(words) > 2 else ""
+    return ["check", "--tools", str(TOOLS), *options, name], name
+
+
+def expected_console(block: Block) -> str:
+    lines = [line.rstrip() for line in block.text.split("\n")[1:]]
+    return "\n".join(lines).strip("\n")
+
+
+def run_cli(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
+    assert block.previous is not None and block.previous.marker is not None
+    write_example(block.previous, directory)
+    args, _ = console_command(block)
+    env = {**os.environ, "NO_COLOR": "1"}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=directory, env=env,
+                          capture_output=True, check=False, text=True, timeout=120)
+
+
+CliRuns = dict[str, Future[subprocess.CompletedProcess[str]]]
+
+
+@pytest.fixture(scope="module")
+def cli_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliRuns]:
+    """The CLI runs of the selected console blocks, started together (a few at a time) and awaited by each test."""
+    selected: list[Block] = [
+        cast(Block, item.callspec.params["block"])
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.module is request.module and item.originalname == "test_console_output"
+    ]
+    runnable = [b for b in selected if b.previous is not None and b.previous.marker is not None and b.previous.marker.skip is None]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        futures: CliRuns = {
+            b.id: pool.submit(run_cli, b, tmp_path_factory.mktemp("console")) for b in runnable
+        }
+        yield futures
+
+
+# -- 1. every yaml example checks as its marker says -------------------------------------
+
+
+def test_markers_are_well_formed() -> None:
+    assert not MARKER_PROBLEMS, "\n".join(MARKER_PROBLEMS)
+
+
+def test_docs_have_examples() -> None:
+    assert len(YAML_BLOCKS) > len(ALL_RULES), "the yaml blocks of the docs were not found"
+    assert CONSOLE_BLOCKS, "the console blocks of the docs were not found"
+
+
+@pytest.mark.parametrize("block", YAML_BLOCKS, ids=block_id)
+def test_yaml_example(block: Block, registry: Registry, tmp_path: Path) -> None:
+    assert block.marker is not None
+    path = write_example(block, tmp_path)
+    diagnostics = check_files([str(path)], registry=registry, start_dir=tmp_path).diagnostics
+    shown = "\n".join(str(d).replace(str(path), block.marker.filename) for d in diagnostics)
+    if not block.marker.rules:
+        assert not diagnostics, f"{block.id}: this example must check clean, but:\n{shown}"
+    else:
+        got = {d.rule for d in diagnostics}
+        assert got == set(block.marker.rules), (
+            f"{block.id}: the marker says {' '.join(sorted(block.marker.rules))}, "
+            f"the checker says {' '.join(sorted(got)) or 'nothing'}:\n{shown}"
+        )
+
+
+# -- 2. every console block is the exact output of the CLI --------------------------------
+
+
+@pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=block_id)
+def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp_path: Path) -> None:
+    previous = block.previous
+    assert previous is not None and previous.lang == "yaml", (
+        f"{block.id}: a `$ chainlang check` console block must follow the yaml block it checks")
+    assert previous.marker is not None, f"{block.id}: the yaml block above has a malformed marker"
+    assert previous.marker.skip is None, f"{block.id}: the yaml block before this console block is skipped"
+    args, name = console_command(block)
+    assert name == previous.marker.filename, (
+        f"{block.id}: the command must check {previous.marker.filename} (the file the yaml block above is)")
+    result = cli_runs[block.id].result()
+    assert result.stderr == "", f"{block.id}: the command wrote to stderr:\n{result.stderr}"
+    got = "\n".join(line.rstrip() for line in result.stdout.split("\n")).strip("\n")
+    if os.environ.get("UPDATE_DOCS") and got != expected_console(block):
+        update_console_block(block, got)
+        return
+    assert got == expected_console(block), f"{block.id}: the output differs from the page; the command printed:\n{got}"
+    if args[-2:] == [str(TOOLS), name]:  # plain text output: the exit status follows the errors
+        path = write_example(previous, tmp_path)
+        errors = [d for d in check_files([str(path)], registry=registry, start_dir=tmp_path).diagnostics if d.severity == "error"]
+        assert result.returncode == (1 if errors else 0), f"{block.id}: exit status {result.returncode}"
+
+
+def update_console_block(block: Block, output: str) -> None:
+    """Replace the output lines of a console block in its page (found again by position: earlier updates move lines)."""
+    path = DOCS / block.page
+    current, _ = read_page(path)
+    line = current[block.index].line  # 1-based line of the opening fence
+    lines = path.read_text(encoding="utf-8").split("\n")
+    end = line + len(current[block.index].text.split("\n")) - 1  # index of the closing fence
+    lines[line + 1 : end] = output.split("\n")  # keep the fence and the `$ chainlang check` line
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+# -- 3. every rule has its page -----------------------------------------------------------
+
+
+def page_blocks(slug: str) -> list[Block]:
+    return [b for b in BLOCKS if b.page == f"checks/{slug}.md"]
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: f"{rule.id}-{rule.slug}")
+def test_rule_has_a_page(rule: Rule) -> None:
+    page = CHECKS / f"{rule.slug}.md"
+    assert page.is_file(), f"{rule.id} has no page docs/checks/{rule.slug}.md"
+    title = page.read_text(encoding="utf-8").split("\n", 1)[0]
+    assert title == f"# {rule.id} {rule.slug}", f"{page.name}: the title must be '# {rule.id} {rule.slug}', not {title!r}"
+    blocks = page_blocks(rule.slug)
+    failing = [b for b in blocks if b.lang == "yaml" and b.marker is not None and rule.id in b.marker.rules]
+    assert failing, f"{page.name}: no yaml example marked <!-- check: {rule.id} -->"
+    shown = [b for b in blocks if b.lang == "console" and b in CONSOLE_BLOCKS and b.adjacent and b.previous in failing]
+    assert shown, f"{page.name}: the failing example must be followed by a console block with its output"
+    clean = [b for b in blocks if b.lang == "yaml" and b.marker is not None and b.marker.skip is None and not b.marker.rules]
+    assert clean, f"{page.name}: no fixed example (a yaml block that checks clean)"
+
+
+def test_every_check_page_is_a_rule() -> None:
+    pages = {p.stem for p in CHECKS.glob("*.md")} - {"index"}
+    unknown = sorted(pages - set(RULES_BY_SLUG))
+    assert not unknown, f"pages in docs/checks/ that name no rule: {unknown}"
+
+
+def test_index_lists_every_rule() -> None:
+    text = (CHECKS / "index.md").read_text(encoding="utf-8")
+    row = re.compile(r"^\|\s*(CL\d{3})\s*\|\s*\[([a-z0-9-]+)\]\(([a-z0-9-]+)\.md\)\s*\|\s*(\w+)\s*\|\s*(.*?)\s*\|\s*$", re.MULTILINE)
+    rows = {m.group(1): m.groups()[1:] for m in row.finditer(text)}
+    for rule in ALL_RULES:
+        assert rule.id in rows, f"index.md has no table row for {rule.id}"
+        slug, link, severity, title = rows[rule.id]
+        # the title as in chainlang.rules; the page may add code spans
+        assert (slug, link, severity, title.replace("`", "")) == (rule.slug, rule.slug, rule.severity, rule.title.replace("`", "")), (
+            f"index.md row of {rule.id}")
+    assert set(rows) == set(RULES_BY_ID), f"index.md lists unknown rules: {sorted(set(rows) - set(RULES_BY_ID))}"
+
+
+def test_nav_lists_every_check_page() -> None:
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    listed = set(re.findall(r"\bchecks/([a-z0-9-]+)\.md\b", text))
+    pages = {p.stem for p in CHECKS.glob("*.md")}
+    assert pages <= listed, f"check pages missing from the nav of mkdocs.yml: {sorted(pages - listed)}"
+
+
+# -- 4. the site builds -------------------------------------------------------------------
+
+
+def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
