@@ -3,6 +3,7 @@ the shipped LALR tables, speed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -24,6 +25,9 @@ try:
 except ImportError:  # pytest's importlib mode does not put tests/ on sys.path
     sys.path.insert(0, str(Path(__file__).parent))
     from test_expr_strategies import expressions, shape, soup
+
+# CHAINLANG_FUZZ_EXAMPLES=5000 for a long local run
+EXAMPLES = int(os.environ.get("CHAINLANG_FUZZ_EXAMPLES", "150"))
 
 # ------------------------------------------------------------------ Lark as the reference
 
@@ -64,7 +68,7 @@ def _our_outcome(text: str) -> tuple[str, Any]:
         return "error", exc.offset
 
 
-EXAMPLES = [
+PARSE_EXAMPLES = [
     "a.b[0]['k'] | length > 2",
     "not a in b",
     "a not in b",
@@ -104,18 +108,18 @@ EXAMPLES = [
 ]
 
 
-@pytest.mark.parametrize("text", EXAMPLES)
+@pytest.mark.parametrize("text", PARSE_EXAMPLES)
 def test_same_as_lark_examples(lark_reference: Any, text: str) -> None:
     assert _our_outcome(text) == _lark_outcome(lark_reference, text)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES * 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(soup)
 def test_same_as_lark_on_token_soup(lark_reference: Any, text: str) -> None:
     assert _our_outcome(text) == _lark_outcome(lark_reference, text)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions, st.sampled_from(["", " ", "\n"]))
 def test_same_as_lark_on_valid_expressions(lark_reference: Any, expr: A.Expr, pad: str) -> None:
     text = A.unparse(expr)
@@ -125,7 +129,7 @@ def test_same_as_lark_on_valid_expressions(lark_reference: Any, expr: A.Expr, pa
     assert ours == _lark_outcome(lark_reference, text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(expressions)
 def test_unparse_round_trip(expr: A.Expr) -> None:
     text = A.unparse(expr)
@@ -169,6 +173,18 @@ def test_shipped_tables_match_the_grammar() -> None:
     assert built.states == _tables.STATES
     assert built.rules == _tables.RULES
     assert (built.start, built.end) == (_tables.START, _tables.END)
+
+
+def test_stale_tables_fall_back_to_lark(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chainlang.expr import _lalr, _tables
+
+    monkeypatch.setattr(_tables, "GRAMMAR_SHA256", "stale")
+    _lalr.load_tables.cache_clear()
+    try:
+        tables = _lalr.load_tables()
+        assert tables.states == _tables.STATES and tables.states is not _tables.STATES
+    finally:
+        _lalr.load_tables.cache_clear()
 
 
 def test_lark_is_not_imported_for_parsing() -> None:
@@ -239,6 +255,8 @@ def test_memoised() -> None:
         ("x[i]", 2, "literal"),
         ("a b", 2, "operator missing"),
         ("'abc", 0, "close the string"),
+        ("x == in", 5, "reserved word"),
+        ("contains > 1", 0, "reserved word"),
     ],
 )
 def test_syntax_errors_have_offsets_and_hints(text: str, offset: int, hint: str) -> None:

@@ -14,4 +14,15 @@ def check(ctx: CheckContext) -> None:
         for issue in site.issues:
             rule = _BY_CATEGORY.get(issue.category, rules.TYPE_MISMATCH)
             span = ctx.expr_span(site.node, site.base + issue.start, site.base + issue.end)
-            ctx.report(rule, issue.message, span, getattr(issue, "hint", None))
+            message, hint = _split_hint(issue.message)
+            if rule is rules.BAD_REGEX and hint is None:
+                hint = "patterns use RE2 syntax (linear time): no backreferences or lookaround"
+            ctx.report(rule, message, span, hint)
+
+
+def _split_hint(message: str) -> tuple[str, str | None]:
+    """Diagnostics carry suggestions as hints: 'unknown filter x; did you mean y?' → message, hint."""
+    head, sep, tail = message.partition("; ")
+    if sep and tail.startswith(("did you mean", "the filters are")):
+        return head, tail
+    return message, None

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# `evaluate` is both a submodule and a function: import the function now so
+# that the package attribute is the function (a lazy lookup would find the
+# submodule once anything had imported it).
+from chainlang.expr.evaluate import evaluate
+
 if TYPE_CHECKING:
     from chainlang.expr.ast import (
         Binary,
@@ -33,8 +38,13 @@ if TYPE_CHECKING:
         iter_template_refs,
         unparse,
     )
-    from chainlang.expr.errors import CATEGORIES, ExprError, ExprEvalError, ExprSyntaxError
-    from chainlang.expr.evaluate import compile_expression, evaluate, regex_error
+    from chainlang.expr.errors import (
+        CATEGORIES,
+        ExprError,
+        ExprEvalError,
+        ExprSyntaxError,
+    )
+    from chainlang.expr.evaluate import compile_expression, regex_error
     from chainlang.expr.filters import FILTERS
     from chainlang.expr.parser import MAX_DEPTH, MAX_EXPR_LENGTH, parse_expression
     from chainlang.expr.template import (
@@ -62,7 +72,15 @@ if TYPE_CHECKING:
         type_of_value,
         union,
     )
-    from chainlang.expr.values import MAX_SIZE, DataResolver, json_equal, to_json, to_text, truthy, walk_path
+    from chainlang.expr.values import (
+        MAX_SIZE,
+        DataResolver,
+        json_equal,
+        to_json,
+        to_text,
+        truthy,
+        walk_path,
+    )
 
 _LAZY = {
     "Binary": "chainlang.expr.ast",
@@ -89,7 +107,6 @@ _LAZY = {
     "ExprEvalError": "chainlang.expr.errors",
     "ExprSyntaxError": "chainlang.expr.errors",
     "compile_expression": "chainlang.expr.evaluate",
-    "evaluate": "chainlang.expr.evaluate",
     "regex_error": "chainlang.expr.evaluate",
     "FILTERS": "chainlang.expr.filters",
     "MAX_DEPTH": "chainlang.expr.parser",

@@ -255,10 +255,10 @@ def iter_refs(expr: Expr) -> Iterator[Ref]:
     source order."""
     for node in iter_nodes(expr):
         if type(node) is Ref:
-            yield node  # type: ignore[misc]
+            yield node
 
 
-def iter_template_refs(template: "Template") -> Iterator[Ref]:
+def iter_template_refs(template: Template) -> Iterator[Ref]:
     """Every :class:`Ref` of every expression embedded in a template."""
     from chainlang.expr.template import Embedded
 
@@ -273,8 +273,7 @@ def depth(expr: Expr) -> int:
     stack = [(expr, 1)]
     while stack:
         node, d = stack.pop()
-        if d > best:
-            best = d
+        best = max(best, d)
         for child in children(node):
             stack.append((child, d + 1))
     return best

@@ -64,7 +64,7 @@ class ExprSyntaxError(ExprError):
         self.offset = offset
         self.hint = hint
 
-    def shifted(self, delta: int) -> "ExprSyntaxError":
+    def shifted(self, delta: int) -> ExprSyntaxError:
         """The same error with its offset moved by ``delta`` (an expression's
         error reported in the template or file that embeds it)."""
         return ExprSyntaxError(self.message, self.offset + delta, self.hint, self.category)
@@ -91,7 +91,7 @@ class ExprEvalError(ExprError):
         self.start = start
         self.end = end
 
-    def shifted(self, delta: int) -> "ExprEvalError":
+    def shifted(self, delta: int) -> ExprEvalError:
         return ExprEvalError(self.category, self.message, self.start + delta, self.end + delta)
 
     def __str__(self) -> str:

@@ -59,7 +59,6 @@ from chainlang.expr.ast import (
     Unary,
 )
 from chainlang.expr.errors import ExprEvalError
-from chainlang.expr.filters import FILTERS, arity_problem, unknown_filter_message
 from chainlang.expr.operators import (
     OpFailure,
     arith_kind,
@@ -93,7 +92,7 @@ Compiled = Callable[[Resolver], Any]
 
 MAX_INT_BITS = 4096
 MAX_PATTERN_LENGTH = 10_000
-REGEX_MAX_MEM = 4 << 20
+REGEX_MAX_MEM = 1 << 20  # per pattern: RE2 rejects bigger programs, bounds its DFA cache
 
 
 def compile_expression(expr: Expr) -> Compiled:
@@ -152,11 +151,11 @@ def _size_error(start: int, end: int) -> ExprEvalError:
     )
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=128)
 def _regex(pattern: str) -> tuple[Any, str | None]:
     if len(pattern) > MAX_PATTERN_LENGTH:
         return None, f"regex is too long ({len(pattern)} characters, at most {MAX_PATTERN_LENGTH})"
-    import re2
+    import re2  # type: ignore[import-untyped]
 
     options = re2.Options()
     options.max_mem = REGEX_MAX_MEM
@@ -167,9 +166,15 @@ def _regex(pattern: str) -> tuple[Any, str | None]:
         detail = exc.args[0] if exc.args else exc
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
-        return None, f"invalid regex {pattern[:60]!r}: {detail}"
+        reason = str(detail).split(": ", 1)[0]  # RE2 appends the offending part of the pattern
+        return None, f"invalid regular expression {_show(pattern)}: {reason}"
     except (TypeError, ValueError) as exc:  # e.g. a lone surrogate
-        return None, f"invalid regex {pattern[:60]!r}: {exc}"
+        return None, f"invalid regular expression {_show(pattern)}: {exc}"
+
+
+def _show(pattern: str) -> str:
+    """The pattern as written (no Python escaping), shortened."""
+    return "'" + (pattern if len(pattern) <= 60 else pattern[:59] + "…") + "'"
 
 
 def regex_error(pattern: str) -> str | None:
@@ -466,6 +471,8 @@ def _c_word(
 
 
 def _c_filter(e: Filter) -> Callable[[Resolver], Any]:
+    from chainlang.expr.filters import FILTERS, arity_problem, unknown_filter_message
+
     ns, ne = e.name_start, e.name_end
     spec = FILTERS.get(e.name)
     problem = (

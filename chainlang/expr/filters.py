@@ -225,7 +225,7 @@ def _round(v: Any, digits: Any = 0) -> int | float:
         if digits >= 0:
             return int(v)
         q = 10**-digits
-        magnitude = (abs(v) + q // 2) // q * q
+        magnitude = int((abs(v) + q // 2) // q * q)
         return magnitude if v >= 0 else -magnitude
     if not math.isfinite(v):
         raise OpFailure("value", "filter 'round': the number is not finite")

@@ -23,9 +23,10 @@ Lexical rules:
   \\r \\b \\f \\/ \\uXXXX`` (surrogate pairs combine). Any other backslash is
   kept as written, so regexes read naturally: ``x matches '\\d+'``.
 
-Bounds: at most 4096 characters and a tree at most 64 levels deep; beyond
-that :class:`ExprSyntaxError` with category ``limit`` (never a
-``RecursionError``).
+Bounds: at most 4096 characters, at most 64 levels of nesting (brackets
+``( [ {`` inside each other, and the depth of the tree: ``not not ... x``,
+``a + a + ...`` count too); beyond that :class:`ExprSyntaxError` with
+category ``limit`` (never a ``RecursionError``).
 
 Results are memoised by text (the AST is immutable). A plain reference such
 as ``tools.now.result.iso`` or ``team.members[-1]['a key']`` takes a regex
@@ -39,8 +40,8 @@ from functools import lru_cache
 from typing import Any
 
 from chainlang.expr.ast import (
-    BoolOp,
     Binary,
+    BoolOp,
     Compare,
     Expr,
     Filter,
@@ -110,7 +111,7 @@ _TOKEN_RE = re.compile(
     + r"|([-+*/%.\[\](){},|])"  # 5 punctuation
     + "|($)"  # 6 end of text
     + ")",
-    re.S,
+    re.DOTALL,
 )
 _SIGNED_TAIL = re.compile(_NUMBER)
 _SKIP_WS = re.compile(_WS)
@@ -157,7 +158,7 @@ _ESCAPES = {
     "f": "\f",
     "/": "/",
 }
-_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 
 
 def _unquote(tok: Any) -> str:
@@ -225,7 +226,8 @@ def _number(tok: Any) -> int | float:
 class Builder:
     """Builds AST nodes from a rule's children (tokens and nodes). Method names
     are the grammar's rule names and aliases. Tokens are kept (Lark's
-    ``keep_all_tokens``) and ``_rules`` are spliced in."""
+    ``keep_all_tokens``) and ``_rules`` are spliced in. Children are lists of
+    ``Tok``/``lark.Token`` and nodes."""
 
     def literal(self, c: list[Any]) -> Expr:
         tok = c[0]
@@ -242,7 +244,7 @@ class Builder:
             value = None
         return Literal(value, tok.start_pos, tok.end_pos)
 
-    def list(self, c: list[Any]) -> Expr:
+    def list_lit(self, c: list[Any]) -> Expr:
         return ListLit(tuple(c[1:-1:2]), c[0].start_pos, c[-1].end_pos)
 
     def args(self, c: list[Any]) -> _Args:
@@ -306,7 +308,7 @@ class Builder:
     def or_op(self, c: list[Any]) -> Expr:
         return BoolOp("or", c[0], c[2], c[0].start, c[2].end)
 
-    def filter(self, c: list[Any]) -> Expr:
+    def apply_filter(self, c: list[Any]) -> Expr:
         operand = c[0]
         name = c[2]
         args: tuple[Expr, ...] = c[4] if len(c) == 6 else ()
@@ -328,6 +330,7 @@ _BUILDER = Builder()
 
 _OPERAND_START = {"NAME", "NUMBER", "STRING", "TRUE", "FALSE", "NULL", "LSQB", "LPAR", "LBRACE"}
 _WORD_OP_TYPES = {"CONTAINS", "IN", "MATCHES", "STARTSWITH", "ENDSWITH"}
+_RESERVED = {"OR_L", "OR_U", "AND_L", "AND_U", "IN", *_WORD_OP_TYPES}
 _CLOSERS = (("RPAR", "')'"), ("RBRACE", "'}'"), ("RSQB", "']'"), ("COMMA", "','"))
 
 
@@ -418,6 +421,8 @@ def _unexpected(tok: Tok, sstack: list[int], prev: Tok | None) -> ExprSyntaxErro
         hint = "there are no object literals; braces only group an expression: {a.b}"
     elif t == "NUMBER" and prev_t == "DOT":
         hint = "index lists with brackets: x[0]"
+    elif t in _RESERVED and "NAME" in terms:
+        hint = f"'{tok.value}' is a reserved word; it cannot start a reference"
     elif t in _OPERAND_START and terms == {"NUMBER", "STRING"}:
         hint = "indexes are literal: x[0], x[-1] or x['key']"
     elif t in _OPERAND_START and operator_position:
@@ -487,13 +492,13 @@ def _unit_chain(key: tuple[int, int, str]) -> int:
     while True:
         action = states[top].get(typ)
         if action is None or action >= 0:
-            return top
+            return int(top)
         origin, _size, kind = _RULES[~action][:3]
         if kind != 0:
-            return top
+            return int(top)
         top = states[below][origin]
         if top == _TABLES.end and typ == "$END":
-            return top
+            return int(top)
 
 
 def _parse(text: str) -> Expr:
@@ -506,6 +511,7 @@ def _parse(text: str) -> Expr:
     match = _TOKEN_RE.match
     pos = 0
     prev: Tok | None = None
+    brackets = 0
     unit = _UNIT
     ref_at = _REF_AT.match
     literal = _BUILDER.literal
@@ -549,17 +555,29 @@ def _parse(text: str) -> Expr:
                     typ = "NUMBER"
                     end = tail.end()
                     value = text[start:end]
+            elif value in "([{":
+                brackets += 1
+                if brackets > MAX_DEPTH:
+                    raise _too_deep(start)
+            elif value in ")]}":
+                brackets -= 1
         else:
             typ = "$END"
             value = ""
         tok = Tok(typ, value, start, end)
         if typ in _LITERAL_TYPES and "literal" in acts:
-            # shift + reduce `literal` in one step
-            sstack.append(acts["literal"])
-            vstack.append(literal((tok,)))
-            prev = tok
-            pos = end
-            continue
+            # shift + reduce `literal` in one step (unless the literal is bad:
+            # then the tables report whichever error comes first)
+            try:
+                lit = literal([tok])
+            except ExprSyntaxError:
+                pass
+            else:
+                sstack.append(acts["literal"])
+                vstack.append(lit)
+                prev = tok
+                pos = end
+                continue
         before = sstack[:]
         while True:
             action = acts.get(typ)
@@ -616,17 +634,17 @@ def _parse(text: str) -> Expr:
 _NAME_TAIL = r"[A-Za-z_][A-Za-z0-9_]*"
 _INDEX = r"-?(?:0|[1-9][0-9]*)"
 _SEGMENT = rf"\.({_NAME_TAIL})|\[({_INDEX})\]|\['([^'\\]*)'\]|\[\"([^\"\\]*)\"\]"
-_PLAIN_REF = re.compile(rf"{_WS}({_NAME_TAIL})((?:{_SEGMENT})*){_WS}", re.S)
+_PLAIN_REF = re.compile(rf"{_WS}({_NAME_TAIL})((?:{_SEGMENT})*){_WS}", re.DOTALL)
 _SEGMENT_RE = re.compile(_SEGMENT)
-# a reference inside a longer expression, and what must not follow it (a
-# segment the regex did not take: the grammar goes on with it, or fails in it)
-# (possessive quantifiers: no backtracking to a shorter match that would
-# dodge the lookahead)
-# (CPython 3.11 mishandles capturing groups inside a possessive repeat: the
-# segments are matched without groups here and split by _SEGMENT_RE later)
+# A plain reference inside a longer expression. It must not be followed by
+# `.` or `[` (a segment the regex did not take: the grammar would go on with
+# it, or fail inside it), and the quantifiers are possessive so that the
+# regex cannot back off to a shorter match that dodges that lookahead.
+# CPython 3.11 mishandles capturing groups inside a possessive repeat, so the
+# segments are matched without groups here and split by _SEGMENT_RE later.
 _SEGMENT_NC = rf"\.{_NAME_TAIL}|\[{_INDEX}\]|\['[^'\\]*'\]|\[\"[^\"\\]*\"\]"
 _REF_AT = re.compile(
-    rf"([A-Za-z_][A-Za-z0-9_]*+)((?:{_SEGMENT_NC})*+)[ \t\f\r\n]*+(?![.\[])", re.S
+    rf"([A-Za-z_][A-Za-z0-9_]*+)((?:{_SEGMENT_NC})*+)[ \t\f\r\n]*+(?![.\[])", re.DOTALL
 )
 
 
@@ -691,6 +709,15 @@ def parse_expression(text: str) -> Expr:
     return expr
 
 
+def _too_deep(offset: int) -> ExprSyntaxError:
+    return ExprSyntaxError(
+        f"expression is nested too deeply (more than {MAX_DEPTH} levels)",
+        offset,
+        "split it into simpler expressions",
+        category="limit",
+    )
+
+
 def _check_depth(expr: Expr) -> None:
     if depth(expr) <= MAX_DEPTH:
         return
@@ -701,10 +728,5 @@ def _check_depth(expr: Expr) -> None:
     while stack:
         node, d = stack.pop()
         if d > MAX_DEPTH:
-            raise ExprSyntaxError(
-                f"expression is nested too deeply (more than {MAX_DEPTH} levels)",
-                node.start,
-                "split it into simpler expressions",
-                category="limit",
-            )
+            raise _too_deep(node.start)
         stack.extend((child, d + 1) for child in reversed(children(node)))

@@ -82,7 +82,7 @@ class Template:
 
 
 # strings inside an expression, braces, and an unterminated quote
-_SCAN_RE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|['"{}]""", re.S)
+_SCAN_RE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|['"{}]""", re.DOTALL)
 _BRACE_RE = re.compile(r"[{}]")
 # the most common template of all: "{a.b[0].c}" (the parser's fast path)
 _WS = "[ \t\f\r\n]*"

@@ -120,6 +120,7 @@ class Object(Type):
 
     props: Mapping[str, Type]
     strict: bool
+    _hash: int | None
 
     def __init__(self, props: Mapping[str, Type] | None = None, strict: bool = False) -> None:
         object.__setattr__(self, "props", MappingProxyType(dict(props or {})))
@@ -139,7 +140,7 @@ class Object(Type):
         if h is None:
             h = hash((self.strict, frozenset(self.props.items())))
             object.__setattr__(self, "_hash", h)
-        return h  # type: ignore[no-any-return]
+        return h
 
     def __repr__(self) -> str:
         return f"Object({dict(self.props)!r}, strict={self.strict})"
@@ -208,10 +209,11 @@ _SCHEMA_TYPES: dict[str, Type] = {
 
 def type_from_schema(schema: Any, _depth: int = 0) -> Type:
     """The type of values valid against a JSON Schema (a subset: ``type`` as a
-    string or list, ``properties``, ``additionalProperties: false`` (strict),
-    ``items``, ``enum``, ``const``, ``anyOf``/``oneOf`` (union), OpenAPI's
-    ``nullable``). Anything it does not understand (``$ref``, ``allOf``...)
-    is ``ANY``: unknown, never wrong."""
+    string or list, ``properties`` (a property missing from ``required`` may
+    be absent, so its type includes ``NULL``), ``additionalProperties: false``
+    (strict), ``items``, ``enum``, ``const``, ``anyOf``/``oneOf`` (union),
+    OpenAPI's ``nullable``). Anything it does not understand (``$ref``,
+    ``allOf``...) is ``ANY``: unknown, never wrong."""
     if not isinstance(schema, Mapping) or _depth > MAX_TYPE_DEPTH:
         return ANY
     d = _depth + 1
@@ -249,9 +251,16 @@ def type_from_schema(schema: Any, _depth: int = 0) -> Type:
             result.append(Array(item))
         elif name == "object":
             props = schema.get("properties")
+            required = schema.get("required")
+            required = set(required) if isinstance(required, list) else set()
             typed = {}
             if isinstance(props, Mapping):
-                typed = {str(k): type_from_schema(v, d) for k, v in props.items()}
+                # a property that is not required may be absent: null then
+                typed = {
+                    str(k): type_from_schema(v, d) if k in required
+                    else union(type_from_schema(v, d), NULL)
+                    for k, v in props.items()
+                }
             result.append(Object(typed, strict=schema.get("additionalProperties") is False))
         else:
             return ANY
@@ -287,8 +296,9 @@ def path_type(t: Type, segments: Sequence[Segment]) -> Type | None:
 
     ``None`` means the path is definitely absent (a key a strict object does
     not have, an index into a string, a number or null...): at run time it
-    evaluates to null. ``ANY`` when unknown. Through a union, members where
-    the path is absent add ``NULL``."""
+    evaluates to null. ``ANY`` when unknown. A list index may be out of range,
+    so it gives the item type or ``NULL``; through a union, members where the
+    path is absent add ``NULL``."""
     for i, seg in enumerate(segments):
         if t is ANY:
             return ANY
@@ -314,7 +324,8 @@ def path_type(t: Type, segments: Sequence[Segment]) -> Type | None:
 
 def _step(t: Type, seg: Segment) -> Type | None:
     if isinstance(seg, Index):
-        return t.item if isinstance(t, Array) else None
+        # the index may be out of range: null then
+        return union(t.item, NULL) if isinstance(t, Array) else None
     key = seg.name if isinstance(seg, Name) else seg.value
     if isinstance(t, Object):
         if key in t.props:
@@ -424,16 +435,21 @@ class _Checker:
             return self.apply2(left, right, lambda x, y: _order_rule(op, x, y), c)
         subject, other = (right, left) if op in ("in", "not_in") else (left, right)
         self.apply2(subject, other, lambda x, y: _word_rule(op, x, y), c)
-        if op == "matches" and type(c.right) is Literal and isinstance(c.right.value, str):  # type: ignore[attr-defined]
+        pattern = c.right
+        if op == "matches" and isinstance(pattern, Literal) and isinstance(pattern.value, str):
             from chainlang.expr.evaluate import regex_error
 
-            problem = regex_error(c.right.value)  # type: ignore[attr-defined]
+            problem = regex_error(pattern.value)
             if problem is not None:
                 self.report("regex", problem, c.right.start, c.right.end)
         return BOOL
 
     def filter(self, f: Filter) -> Type:
-        from chainlang.expr.filters import FILTERS, arity_problem, unknown_filter_message
+        from chainlang.expr.filters import (
+            FILTERS,
+            arity_problem,
+            unknown_filter_message,
+        )
 
         operand = self.visit(f.operand)
         args = [self.visit(a) for a in f.args]
@@ -508,7 +524,7 @@ def check_expression(
 
 
 def check_template(
-    template: "Template", ref_type: Callable[[Ref], Type | None]
+    template: Template, ref_type: Callable[[Ref], Type | None]
 ) -> tuple[Type, list[TypeIssue]]:
     """Like :func:`check_expression` for a template: its type is the single
     expression's type, ``STRING`` otherwise. Issue offsets are in the template

@@ -71,7 +71,7 @@ def truthy(value: Any) -> bool:
         return True
     t = type(value)
     if t is int or t is float:
-        return value != 0
+        return bool(value != 0)
     if t is str or t is list or t is dict or t is tuple:
         return len(value) > 0
     kind = kind_of(value)
@@ -134,7 +134,7 @@ def to_text(value: Any) -> str:
     lists and objects as compact JSON (``json.dumps(v, separators=(",", ":"),
     ensure_ascii=False)``)."""
     if type(value) is str:
-        return value  # type: ignore[no-any-return]
+        return value
     if value is None:
         return ""
     if value is True:
@@ -160,19 +160,16 @@ def walk_path(value: Any, segments: Iterable[Segment]) -> Any:
     for seg in segments:
         if value is None:
             return None
-        t = type(seg)
-        if t is Index:
-            if type(value) is list or type(value) is tuple or (
-                isinstance(value, (list, tuple)) and not isinstance(value, str)
-            ):
-                i = seg.value  # type: ignore[union-attr]
+        if type(seg) is Index:
+            if isinstance(value, (list, tuple)):
+                i = seg.value
                 n = len(value)
                 if -n <= i < n:
                     value = value[i]
                     continue
             return None
-        key = seg.name if t is Name else seg.value  # type: ignore[union-attr]
-        if type(value) is dict or isinstance(value, dict):
+        key = seg.name if type(seg) is Name else seg.value  # type: ignore[union-attr]
+        if isinstance(value, dict):
             value = value.get(key)
         else:
             return None
