@@ -15,6 +15,17 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Union
 
+from ruamel.yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+
 from chainlang import rules
 from chainlang.diagnostics import DiagnosticSink
 from chainlang.source import SourceFile, Span
@@ -179,7 +190,7 @@ def _event_source(text: str) -> Iterator[Any]:
     while True:
         event = parser.get_event()
         yield event
-        if type(event).__name__ == "StreamEndEvent":
+        if type(event) is StreamEndEvent:
             return
 
 
@@ -269,15 +280,15 @@ class _Builder:
         root: AnyNode | None = None
         documents = 0
         for event in events:
-            name = type(event).__name__
-            if name == "ScalarEvent":
+            cls = type(event)
+            if cls is ScalarEvent:
                 node: AnyNode = self.scalar(event)
                 if not self.add_weight(1, event.start_mark):
                     return None
                 if event.anchor:
                     self.anchors[event.anchor] = node
                     self.weights[id(node)] = 1
-            elif name == "AliasEvent":
+            elif cls is AliasEvent:
                 target = self.anchors.get(event.anchor)
                 if target is None:
                     recursive = any(entry[3] == event.anchor for entry in stack)
@@ -292,7 +303,7 @@ class _Builder:
                 node = target
                 if not self.add_weight(self.weights.get(id(target), 1), event.start_mark):
                     return None
-            elif name in ("SequenceStartEvent", "MappingStartEvent"):
+            elif cls is SequenceStartEvent or cls is MappingStartEvent:
                 if len(stack) >= MAX_DEPTH:
                     self.sink.add(
                         rules.YAML_LIMIT,
@@ -302,7 +313,7 @@ class _Builder:
                     )
                     return None
                 tag = event.tag
-                seq = name == "SequenceStartEvent"
+                seq = cls is SequenceStartEvent
                 if tag == "!" or tag == CORE_TAG + ("seq" if seq else "map"):
                     tag = None
                 flow = bool(event.flow_style)
@@ -318,7 +329,7 @@ class _Builder:
                 # an anchor becomes usable only when its collection ends: no recursive aliases
                 stack.append([coll, None, self.expanded, event.anchor])
                 continue
-            elif name in ("SequenceEndEvent", "MappingEndEvent"):
+            elif cls is SequenceEndEvent or cls is MappingEndEvent:
                 entry = stack.pop()
                 node = entry[0]
                 node.end = event.end_mark.index
@@ -327,7 +338,7 @@ class _Builder:
                 if entry[3]:
                     self.anchors[entry[3]] = node
                     self.weights[id(node)] = self.expanded - entry[2] + 1
-            elif name == "DocumentStartEvent":
+            elif cls is DocumentStartEvent:
                 documents += 1
                 if documents > 1:
                     self.sink.add(

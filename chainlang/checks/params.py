@@ -45,7 +45,7 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
     instance = {name: (_PLACEHOLDER if name in opaque else value.data) for name, value in step.params.items()
                 if not closed or name in props}
     missing: list[str] = []
-    for error in _validator(_schema_key(schema)).iter_errors(instance):
+    for error in _validator_for(schema).iter_errors(instance):
         if not error.path and error.validator == "required":
             missing.extend(r for r in error.validator_value if r not in instance and r not in missing)
             continue
@@ -144,6 +144,21 @@ def _incompatible(produced: Any, expected: list[str]) -> str | None:
     if scalar and allowed <= {"object"}:
         return scalar
     return None
+
+
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator_for(schema: dict[str, Any]) -> Any:
+    """The validator of a registry schema; schemas are shared objects, so look up by identity first
+    (the entry keeps the schema alive, so its id cannot be reused)."""
+    entry = _VALIDATORS.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        if len(_VALIDATORS) > 4096:  # a long-lived process checking many projects
+            _VALIDATORS.clear()
+        entry = (schema, _validator(_schema_key(schema)))
+        _VALIDATORS[id(schema)] = entry
+    return entry[1]
 
 
 def _schema_key(schema: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ comparing two short trails rather than by copying scope sets per step.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -74,14 +75,17 @@ class Document:
 
     def __init__(self, steps: list[Step]) -> None:
         self.trails: dict[int, tuple[tuple[int, str, int], ...]] = {}
+        self.order: dict[int, int] = {}  # id(step) → position in document order
         self.occurrences: dict[str, list[EventStep]] = {}
         self.ids: dict[str, StepBase] = {}
         self._index(steps, 0, "steps", ())
+        self._ordinals = {name: [self.order[id(s)] for s in steps] for name, steps in self.occurrences.items()}
 
     def _index(self, steps: list[Step], container: int, kind: str, trail: tuple[tuple[int, str, int], ...]) -> None:
         for i, step in enumerate(steps):
             here = trail + ((container, kind, i),)
             self.trails[id(step)] = here
+            self.order[id(step)] = len(self.order)
             if step.id and step.id not in self.ids:
                 self.ids[step.id] = step
             if isinstance(step, EventStep):
@@ -92,6 +96,20 @@ class Document:
             elif isinstance(step, IfStep):
                 self._index(step.then, id(step), "then", here)
                 self._index(step.else_, id(step) + 1, "else", here)
+
+    def latest_before(self, name: str, current: StepBase | None, trail: tuple[tuple[int, str, int], ...]) -> EventStep | None:
+        """The last occurrence of `name` in document order that finishes before `current` starts.
+
+        Occurrences after `current` in document order can only be later or inside it, so the
+        search starts at the nearest preceding occurrence (bisect) and walks back from there."""
+        steps = self.occurrences.get(name)
+        if not steps:
+            return None
+        end = len(steps) if current is None else bisect_left(self._ordinals[name], self.order[id(current)])
+        for i in range(end - 1, -1, -1):
+            if self.relation(steps[i], trail) == "before":
+                return steps[i]
+        return None
 
     def relation(self, target: StepBase, trail: tuple[tuple[int, str, int], ...]) -> Relation:
         """How `target` stands to the position `trail` (the step being checked)."""
@@ -245,10 +263,10 @@ class Analyser:
             return self.problem(ref, site, "step", rules.REF_FORWARD,
                                 f"{name} runs in this hook's action, after the condition is evaluated", None,
                                 ref.start, end_of_name)
-        relations = [doc.relation(step, scope.trail) for step in occurrences]
-        if any(r == "before" for r in relations):
-            target = next(s for s, r in zip(occurrences, relations) if r == "before")
+        target = doc.latest_before(name, scope.current, scope.trail)
+        if target is not None:
             return self.field_ref(ref, site, target, rest)
+        relations = [doc.relation(step, scope.trail) for step in occurrences]
         if not occurrences:
             return self.problem(ref, site, "step", rules.REF_UNKNOWN, f"{name} does not run in this chain before this point",
                                 f"add a {name} step before this one", ref.start, end_of_name)
