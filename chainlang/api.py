@@ -72,10 +72,10 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
             raise UsageError(f"{raw}: no such file or directory")
         if len(found) > MAX_FILES:
             raise UsageError(f"more than {MAX_FILES:,} chain files found; check fewer at a time")
-    unique: dict[str, None] = {}
+    unique: dict[str, str] = {}  # real path → the first spelling given
     for item in found:
-        unique.setdefault(_display(item), None)
-    return list(unique)
+        unique.setdefault(os.path.realpath(item), _display(item))
+    return list(unique.values())
 
 
 def _display(path: str) -> str:
@@ -172,6 +172,17 @@ def default_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -
         return build_registry(tools, start_dir)
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
+
+
+def project_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> "Registry":
+    """The registry plus the named chains and declared events of the chainlang.toml `chains` dirs:
+    what `events` and `describe` list, the same events `check` resolves."""
+    registry = default_registry(tools, start_dir)
+    context = context_files(start_dir, set())
+    if not context:
+        return registry
+    _, with_project = build_project(context, registry)
+    return with_project
 
 
 def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]:

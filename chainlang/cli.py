@@ -56,7 +56,7 @@ def _guarded(fn: Callable[[], int]) -> None:
 def _use_color(stream: Any) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
-    if os.environ.get("FORCE_COLOR"):
+    if os.environ.get("FORCE_COLOR", "").strip().lower() not in ("", "0", "false", "no"):
         return True
     return bool(getattr(stream, "isatty", lambda: False)())
 
@@ -105,7 +105,8 @@ def check(paths: tuple[str, ...], fmt: str, tools: tuple[str, ...], color: bool 
         text = render(result.diagnostics, fmt, result.sources, color=use_color and fmt == "text",
                       tool_version=__version__, files_checked=len(result.files))
         if text:
-            click.echo(text.rstrip("\n"))
+            # click strips ANSI codes when stdout is not a terminal unless told otherwise
+            click.echo(text.rstrip("\n"), color=use_color and fmt == "text")
         return 0 if result.ok else 1
 
     _guarded(body)
@@ -131,10 +132,10 @@ def events(as_json: bool, tools: tuple[str, ...]) -> None:
     """List every registered event with its description."""
 
     def body() -> int:
-        from chainlang.api import default_registry
+        from chainlang.api import project_registry
         from chainlang.describe import events_json, events_text
 
-        registry = default_registry(tools)
+        registry = project_registry(tools)
         click.echo(events_json(registry) if as_json else events_text(registry))
         return 0
 
@@ -149,10 +150,10 @@ def describe(name: str, as_json: bool, tools: tuple[str, ...]) -> None:
     """Describe one event: description, params and result schemas, effects."""
 
     def body() -> int:
-        from chainlang.api import UsageError, default_registry
+        from chainlang.api import UsageError, project_registry
         from chainlang.describe import describe_json, describe_text
 
-        registry = default_registry(tools)
+        registry = project_registry(tools)
         spec = registry.get(name)
         if spec is None:
             guess = registry.suggest(name)
@@ -164,4 +165,4 @@ def describe(name: str, as_json: bool, tools: tuple[str, ...]) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    main(prog_name="chainlang")

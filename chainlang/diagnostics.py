@@ -7,6 +7,14 @@ from typing import Literal
 
 Severity = Literal["error", "warning"]
 
+MAX_MESSAGE = 400  # a diagnostic quotes user text; never let a hostile file make it huge
+
+
+def _bounded(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_MESSAGE:
+        return text
+    return text[: MAX_MESSAGE - 1] + "…"
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -81,13 +89,13 @@ class DiagnosticSink:
                 rule=rule.id,
                 slug=rule.slug,
                 severity=severity or rule.severity,
-                message=message,
+                message=_bounded(message) or "",
                 file=self.file,
                 line=span.line,
                 column=span.column,
                 end_line=span.end_line,
                 end_column=span.end_column,
-                hint=hint,
+                hint=_bounded(hint),
             )
         )
 

@@ -150,18 +150,24 @@ class LoadResult:
     root: AnyNode | None  # None when the file could not be read as one YAML document
 
 
+MAX_NUMBER_CHARS = 400  # longer number literals are not JSON numbers anyone can use
+
+
 def resolve_plain(text: str) -> tuple[Any, bool]:
-    """YAML 1.2 core schema resolution of a plain scalar: (value, is_finite_json)."""
+    """YAML 1.2 core schema resolution of a plain scalar: (value, is_usable_json_number)."""
     if _NULL.match(text):
         return None, True
     first = text[0]
     if first in "tTfF" and text in _BOOL:
         return _BOOL[text], True
     if first in "+-0123456789.":
+        if len(text) > MAX_NUMBER_CHARS and (_INT10.match(text) or _FLOAT.match(text) or _INT8.match(text) or _INT16.match(text)):
+            return math.inf, False
         if _INT10.match(text):
             return int(text), True
         if _FLOAT.match(text):
-            return float(text), True
+            value = float(text)
+            return value, math.isfinite(value)
         if _INF.match(text):
             return (math.inf if text[0] != "-" else -math.inf), False
         if _NAN.match(text):
@@ -171,6 +177,10 @@ def resolve_plain(text: str) -> tuple[Any, bool]:
         if _INT16.match(text):
             return int(text[2:], 16), True
     return text, True
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def kind_of(tag: str) -> str:
@@ -236,9 +246,9 @@ class _Builder:
                 if not finite:
                     self.sink.add(
                         rules.WRONG_TYPE,
-                        f"'{text}' is not a JSON number (infinity and NaN cannot be passed to events)",
+                        f"'{_short(text)}' is not a usable JSON number (too large, infinite or NaN)",
                         self.point(event.start_mark),
-                        hint=f"quote it if you mean the text: \"{text}\"",
+                        hint=f"quote it if you mean the text: \"{_short(text)}\"",
                     )
                     value, invalid = None, True
         elif tag != CORE_TAG + "str":

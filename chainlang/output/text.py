@@ -105,13 +105,25 @@ def _snippet(d: Diagnostic, source: SourceFile | None) -> tuple[str, tuple[int, 
 
     cells = _cells(text)
     start = min(max(d.column, 1), len(text) + 1) - 1
-    pad = sum(width for _, width in cells[:start])
-    span = 1
+    end = start + 1
     if d.end_line == d.line and d.end_column > d.column:
-        end = min(d.end_column, len(text) + 1) - 1
-        span = max(1, sum(width for _, width in cells[start:end]))
-    shown = "".join(glyph for glyph, _ in cells)
+        end = max(start + 1, min(d.end_column, len(text) + 1) - 1)
+    # a very long line is shown as a window around the problem, marked with …
+    lo, hi = 0, len(cells)
+    if sum(width for _, width in cells) > MAX_SHOWN:
+        lo = max(0, start - WINDOW_BEFORE)
+        hi = min(len(cells), lo + MAX_SHOWN - 2)
+        end = min(end, max(hi, start + 1))
+    lead = "…" if lo > 0 else ""
+    tail = "…" if hi < len(cells) else ""
+    pad = len(lead) + sum(width for _, width in cells[lo:start])
+    span = max(1, sum(width for _, width in cells[start:end]))
+    shown = lead + "".join(glyph for glyph, _ in cells[lo:hi]) + tail
     return shown, (pad, "^" + "~" * (span - 1))
+
+
+MAX_SHOWN = 160  # cells of a source line shown at most
+WINDOW_BEFORE = 60  # of which before the caret
 
 
 def _cells(text: str) -> list[tuple[str, int]]:
