@@ -96,7 +96,10 @@ def load_file(path: str, data: bytes | None = None, text: str | None = None) -> 
             except OSError as exc:
                 raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
         loaded = load_bytes(path, data, sink)
-    chain = build_chain(loaded.root, loaded.source, sink, kind=file_kind(path))
+    from chainlang.suggest import suggestion_budget
+
+    with suggestion_budget():
+        chain = build_chain(loaded.root, loaded.source, sink, kind=file_kind(path))
     return LoadedFile(path, loaded.source, sink, chain)
 
 
@@ -149,6 +152,7 @@ def _origin(registry: "Registry", name: str) -> str:
 def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Sequence[LoadedFile] = ()) -> list[Diagnostic]:
     from chainlang.checks import all_checks
     from chainlang.checks.base import CheckContext
+    from chainlang.suggest import suggestion_budget
 
     project, project_registry = build_project(list(files) + list(context), registry)
     checks = all_checks()
@@ -156,8 +160,9 @@ def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Seq
         if loaded.chain.root is None:
             continue
         ctx = CheckContext(loaded.chain, loaded.source, loaded.sink, project_registry, project)
-        for check in checks:
-            check.check(ctx)
+        with suggestion_budget():
+            for check in checks:
+                check.check(ctx)
     out: list[Diagnostic] = []
     for loaded in files:
         out.extend(loaded.sink.items)

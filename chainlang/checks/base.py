@@ -68,7 +68,6 @@ class Check(Protocol):
 
 
 def suggestion(word: str, candidates: Any) -> str | None:
-    import difflib
+    from chainlang.suggest import did_you_mean
 
-    found = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
-    return f"did you mean '{found[0]}'?" if found else None
+    return did_you_mean(word, candidates)

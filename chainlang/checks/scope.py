@@ -18,6 +18,7 @@ from chainlang.expr import types as T
 from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
 from chainlang.loader import ScalarNode
 from chainlang.model.nodes import BlockStep, Condition, EventStep, Hook, IfStep, Step, StepBase, TemplateValue, Value
+from chainlang.suggest import affordable, did_you_mean
 
 if TYPE_CHECKING:
     from chainlang.checks.base import CheckContext
@@ -372,6 +373,8 @@ class Analyser:
                 hint = _suggest(".".join(dotted[:k]), list(doc.occurrences))
                 if hint:
                     return hint
+        if not affordable(len(doc.ids) + len(doc.occurrences)):
+            return None
         names = set(doc.ids) | set(scope.loops) | {"inputs", "run", "thread"}
         names |= {event.split(".")[0] for event in doc.occurrences}
         names.discard(root)
@@ -457,10 +460,7 @@ def _object_props(t: Any) -> list[str]:
 
 
 def _suggest(word: str, candidates: Any) -> str | None:
-    import difflib
-
-    found = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
-    return f"did you mean '{found[0]}'?" if found else None
+    return did_you_mean(word, candidates)
 
 
 def analyse(ctx: "CheckContext") -> Analysis:

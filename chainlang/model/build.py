@@ -7,7 +7,6 @@ and template (syntax errors at the column of the offending token).
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
 
@@ -34,6 +33,7 @@ from chainlang.model.nodes import (
     Value,
 )
 from chainlang.scalar_offsets import source_offset
+from chainlang.suggest import closest
 from chainlang.source import SourceFile, Span
 
 EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+$")
@@ -65,11 +65,6 @@ HOOK_MODES = ("parallel", "queued", "single", "restart")
 # Bounds for numbers written in chains (limits and retry).
 LIMIT_RANGES = {"max_steps": (1, 1_000_000), "max_depth": (1, 64), "max_parallel": (1, 1024)}
 MAX_ATTEMPTS = 100
-
-
-def did_you_mean(word: str, candidates: Any) -> str | None:
-    matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return matches[0] if matches else None
 
 
 def node_span(node: AnyNode) -> Span:
@@ -129,7 +124,7 @@ class ModelBuilder:
                 self.unknown_key(key_node, allowed, where)
 
     def unknown_key(self, key_node: ScalarNode, allowed: Any, where: str) -> None:
-        guess = did_you_mean(key_node.text, allowed)
+        guess = closest(key_node.text, allowed)
         hint = f"did you mean '{guess}'?" if guess else f"allowed keys: {', '.join(sorted(allowed))}"
         self.error(rules.UNKNOWN_KEY, f"unknown key '{key_node.text}' in {where}", key_span(key_node), hint)
 
@@ -490,7 +485,7 @@ class ModelBuilder:
             if value in ON_ERROR:
                 step.on_error = value  # type: ignore[assignment]
             elif value is not None:
-                guess = did_you_mean(value, ON_ERROR)
+                guess = closest(value, ON_ERROR)
                 self.error(rules.WRONG_TYPE, f"on_error must be one of fail, continue, break; got '{value}'", on_error,
                            f"did you mean '{guess}'?" if guess else None)
         description = node.get("description")
@@ -557,7 +552,7 @@ class ModelBuilder:
                 hook.mode = value
             elif value is not None:
                 self.error(rules.WRONG_TYPE, f"mode must be one of {', '.join(HOOK_MODES)}; got '{value}'", mode,
-                           (f"did you mean '{g}'?" if (g := did_you_mean(value, HOOK_MODES)) else None))
+                           (f"did you mean '{g}'?" if (g := closest(value, HOOK_MODES)) else None))
         hook.max = self.integer(node.get("max"), "max", rules.BAD_LIMIT, 1, 1024)
         hook.max_depth = self.integer(node.get("max_depth"), "max_depth", rules.BAD_LIMIT, *LIMIT_RANGES["max_depth"])
         description = node.get("description")
