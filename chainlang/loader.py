@@ -74,13 +74,14 @@ class Node:
 
 
 class ScalarNode(Node):
-    __slots__ = ("value", "text", "style")
+    __slots__ = ("value", "text", "style", "offsets")
 
     def __init__(self, mark_start: Any, mark_end: Any, value: Any, text: str, style: str, tag: str | None) -> None:
         super().__init__(mark_start, mark_end, tag)
         self.value = value  # the resolved value: str, int, float, bool or None
         self.text = text  # the scalar's text after YAML unescaping
         self.style = style  # "" plain, "'" single, '"' double, "|" literal, ">" folded
+        self.offsets: list[int] | None = None  # value index → file offset, built on first need
 
     @property
     def kind(self) -> str:
@@ -380,7 +381,7 @@ class _Builder:
                     key = ScalarNode.__new__(ScalarNode)
                     Node.__init__(key, _Mark(node.start, node.line, node.column), _Mark(node.end, node.end_line, node.end_column))
                     key.value = key.text = f"<{node.kind} key>"
-                    key.style, key.tag = "", None
+                    key.style, key.tag, key.offsets = "", None, None
                     parent[1] = key
                 else:
                     parent[1] = node

@@ -60,5 +60,5 @@ class SourceFile:
         if line < 1 or line > len(self._line_starts):
             return ""
         start = self._line_starts[line - 1]
-        end = self.text.find("\n", start)
-        return self.text[start:] if end == -1 else self.text[start:end]
+        end = self._line_starts[line] - 1 if line < len(self._line_starts) else len(self.text)
+        return self.text[start:end]

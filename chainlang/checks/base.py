@@ -22,6 +22,8 @@ class Project:
 
     chains: list[Chain] = field(default_factory=list)
     named: dict[str, Chain] = field(default_factory=dict)  # chain name → chain (callable as an event)
+    # derived once per project by the checks that need them (call graphs, hook universes)
+    memo: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -15,9 +15,14 @@ def check(ctx: CheckContext) -> None:
     if not me or ctx.project.named.get(me) is not ctx.chain:
         return
     named = ctx.project.named
+    graph = ctx.project.memo.get("chain_calls")
+    if graph is None:  # the named-chain call graph, built once for all files
+        graph = {name: sorted({s.event for s in direct_calls(chain_steps(chain)) if s.event in named})
+                 for name, chain in named.items()}
+        ctx.project.memo["chain_calls"] = graph
 
     def edges(name: str) -> list[str]:
-        return [s.event for s in direct_calls(chain_steps(named[name])) if s.event in named]
+        return graph[name]
 
     for cycle in find_cycles([me], edges):
         if me not in cycle:

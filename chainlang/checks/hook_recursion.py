@@ -32,8 +32,27 @@ def check(ctx: CheckContext) -> None:
         assert hook.trigger is not None
         return next((e for e in sorted(calls[id(caller)]) if fnmatchcase(e, hook.trigger.pattern)), None)
 
-    # who each hook triggers, computed once: the loop search below only walks this
-    triggers = {id(caller): [h for h in hooks if fires(h, caller)] for caller in hooks}
+    # who each hook triggers, computed once: exact triggers by name, globs by matching
+    exact: dict[str, list[Hook]] = {}
+    globs: list[Hook] = []
+    for h in hooks:
+        assert h.trigger is not None
+        if any(c in h.trigger.pattern for c in "*?["):
+            globs.append(h)
+        else:
+            exact.setdefault(h.trigger.pattern, []).append(h)
+
+    def triggered_by(caller: Hook) -> list[Hook]:
+        found: dict[int, Hook] = {}
+        for event in calls[id(caller)]:
+            for h in exact.get(event, ()):
+                found[id(h)] = h
+            for h in globs:
+                if fnmatchcase(event, h.trigger.pattern):  # type: ignore[union-attr]
+                    found[id(h)] = h
+        return list(found.values())
+
+    triggers = {id(caller): triggered_by(caller) for caller in hooks}
 
     for hook in ctx.chain.hooks:
         if hook.trigger is None or not hook.action or hook.max_depth is not None:

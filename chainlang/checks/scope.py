@@ -96,38 +96,65 @@ class Document:
                 self._index(step.steps, id(step), "parallel" if step.parallel else "steps", here)
             elif isinstance(step, IfStep):
                 self._index(step.then, id(step), "then", here)
-                self._index(step.else_, id(step) + 1, "else", here)
+                self._index(step.else_, id(step), "else", here)
 
     def latest_before(self, name: str, current: StepBase | None, trail: tuple[tuple[int, str, int], ...]) -> EventStep | None:
         """The last occurrence of `name` in document order that finishes before `current` starts.
 
         Occurrences after `current` in document order can only be later or inside it, so the
-        search starts at the nearest preceding occurrence (bisect) and walks back from there."""
+        search starts at the nearest preceding occurrence (bisect) and walks back. An occurrence
+        in a parallel sibling (or the other branch of an if) means every occurrence of that
+        whole block is one too: they are contiguous in document order, so the walk jumps
+        past the block. Each reference costs O(depth × log n), whatever the file."""
         steps = self.occurrences.get(name)
         if not steps:
             return None
-        end = len(steps) if current is None else bisect_left(self._ordinals[name], self.order[id(current)])
-        for i in range(end - 1, -1, -1):
-            if self.relation(steps[i], trail) == "before":
+        ordinals = self._ordinals[name]
+        i = (len(steps) if current is None else bisect_left(ordinals, self.order[id(current)])) - 1
+        while i >= 0:
+            relation, container = self._divergence(steps[i], trail)
+            if relation == "before":
                 return steps[i]
+            if relation not in ("sibling", "other-branch") or container not in self.order:
+                i -= 1
+                continue
+            i = bisect_left(ordinals, self.order[container]) - 1  # skip the whole block
         return None
+
+    def nearest(self, name: str, current: StepBase | None, trail: tuple[tuple[int, str, int], ...]) -> Relation | None:
+        """When no occurrence is before `current`: how the nearest ones stand to it.
+
+        A preceding one can only be a sibling or in the other branch; a following one is
+        the step itself, later, or inside it."""
+        steps = self.occurrences.get(name)
+        if not steps:
+            return None
+        ordinals = self._ordinals[name]
+        i = len(steps) if current is None else bisect_left(ordinals, self.order[id(current)])
+        if i > 0:
+            return self.relation(steps[i - 1], trail)
+        return self.relation(steps[i], trail) if i < len(steps) else None
 
     def relation(self, target: StepBase, trail: tuple[tuple[int, str, int], ...]) -> Relation:
         """How `target` stands to the position `trail` (the step being checked)."""
+        return self._divergence(target, trail)[0]
+
+    def _divergence(self, target: StepBase, trail: tuple[tuple[int, str, int], ...]) -> tuple[Relation, int]:
+        """The relation, and the id of the block where the two positions part."""
         other = self.trails[id(target)]
         n = min(len(other), len(trail))
         for i in range(n):
             a, b = other[i], trail[i]
             if a == b:
                 continue
-            if a[0] != b[0]:  # then vs else of the same if
-                return "other-branch"
+            if a[1] != b[1]:  # then vs else of the same if
+                return "other-branch", a[0]
             if a[1] == "parallel":
-                return "sibling"
-            return "before" if a[2] < b[2] else "later"
+                return "sibling", a[0]
+            return ("before" if a[2] < b[2] else "later"), a[0]
         if len(other) == len(trail):
-            return "self"
-        return "enclosing" if len(other) < len(trail) else "inside"
+            return "self", 0
+        return ("enclosing" if len(other) < len(trail) else "inside"), 0
 
 
 class Analyser:
@@ -267,14 +294,11 @@ class Analyser:
         target = doc.latest_before(name, scope.current, scope.trail)
         if target is not None:
             return self.field_ref(ref, site, target, rest)
-        relations = [doc.relation(step, scope.trail) for step in occurrences]
-        if not occurrences:
+        relation = doc.nearest(name, scope.current, scope.trail)
+        if relation is None:
             return self.problem(ref, site, "step", rules.REF_UNKNOWN, f"{name} does not run in this chain before this point",
                                 f"add a {name} step before this one", ref.start, end_of_name)
-        for wanted in ("sibling", "other-branch", "later", "self", "enclosing", "inside"):
-            if wanted in relations:
-                return self.relation_problem(ref, site, name, wanted, ref.start, end_of_name)
-        raise AssertionError("unreachable: some relation applies")
+        return self.relation_problem(ref, site, name, relation, ref.start, end_of_name)
 
     def id_ref(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope, target: StepBase) -> RefInfo:
         segs = ref.segments

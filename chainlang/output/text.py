@@ -102,19 +102,24 @@ def _snippet(d: Diagnostic, source: SourceFile | None) -> tuple[str, tuple[int, 
     if not 1 <= d.line <= last_line:
         return None
     text = source.line_text(d.line).removesuffix("\r")
-
+    # a very long line (minified JSON) is cut to a window around the column first, so
+    # many diagnostics on one huge line cost nothing more than on a short one
+    offset = 0
+    if len(text) > 4 * MAX_SHOWN:
+        offset = max(0, min(d.column - 1, len(text)) - 2 * MAX_SHOWN)
+        text = text[offset : offset + 4 * MAX_SHOWN]
     cells = _cells(text)
-    start = min(max(d.column, 1), len(text) + 1) - 1
+    start = min(max(d.column - offset, 1), len(text) + 1) - 1
     end = start + 1
     if d.end_line == d.line and d.end_column > d.column:
-        end = max(start + 1, min(d.end_column, len(text) + 1) - 1)
+        end = max(start + 1, min(d.end_column - offset, len(text) + 1) - 1)
     # a very long line is shown as a window around the problem, marked with …
     lo, hi = 0, len(cells)
     if sum(width for _, width in cells) > MAX_SHOWN:
         lo = max(0, start - WINDOW_BEFORE)
         hi = min(len(cells), lo + MAX_SHOWN - 2)
         end = min(end, max(hi, start + 1))
-    lead = "…" if lo > 0 else ""
+    lead = "…" if lo > 0 or offset > 0 else ""
     tail = "…" if hi < len(cells) else ""
     pad = len(lead) + sum(width for _, width in cells[lo:start])
     span = max(1, sum(width for _, width in cells[start:end]))
