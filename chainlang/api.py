@@ -62,7 +62,8 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
             below: list[str] = []
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
-                below.extend(os.path.join(root, f) for f in files if is_chain_file(f))
+                # regular files only: a FIFO or device named x.chain.yaml would block or never end
+                below.extend(p for f in files if is_chain_file(f) and os.path.isfile(p := os.path.join(root, f)))
             found.extend(sorted(below))
         elif path.is_file():
             found.append(str(raw))
@@ -91,16 +92,24 @@ def load_file(path: str, data: bytes | None = None, text: str | None = None) -> 
         loaded = load_text(path, text, sink)
     else:
         if data is None:
-            try:
-                data = Path(path).read_bytes()
-            except OSError as exc:
-                raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            data = _read_bounded(path)
         loaded = load_bytes(path, data, sink)
     from chainlang.suggest import suggestion_budget
 
     with suggestion_budget():
         chain = build_chain(loaded.root, loaded.source, sink, kind=file_kind(path))
     return LoadedFile(path, loaded.source, sink, chain)
+
+
+def _read_bounded(path: str) -> bytes:
+    """The file's bytes, reading at most one byte past the size limit (the loader reports it)."""
+    from chainlang.loader import MAX_FILE_CHARS
+
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_FILE_CHARS + 1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def build_project(files: Sequence[LoadedFile], registry: "Registry") -> tuple["Project", "Registry"]:

@@ -10,8 +10,21 @@ Severity = Literal["error", "warning"]
 MAX_MESSAGE = 400  # a diagnostic quotes user text; never let a hostile file make it huge
 
 
+# C0/C1 controls and the bidirectional overrides that can disguise text on a terminal
+_INVISIBLE = {c: f"\\x{c:02x}" for c in list(range(0x20)) + list(range(0x7F, 0xA0))}
+_INVISIBLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def visible(text: str) -> str:
+    """`text` with control and bidi-override characters shown as escapes (\\x1b, \\u202e)."""
+    return text.translate(_INVISIBLE)
+
+
 def _bounded(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_MESSAGE:
+    if text is None:
+        return None
+    text = visible(text)
+    if len(text) <= MAX_MESSAGE:
         return text
     return text[: MAX_MESSAGE - 1] + "…"
 
@@ -39,8 +52,13 @@ class Diagnostic:
     end_column: int
     hint: str | None = None  # how to fix it, when we know
 
+    @property
+    def shown_file(self) -> str:
+        """The file name as printed (control characters escaped; `file` stays the lookup key)."""
+        return visible(self.file)
+
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}: {self.severity}: {self.message} [{self.rule}]"
+        return f"{self.shown_file}:{self.line}:{self.column}: {self.severity}: {self.message} [{self.rule}]"
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.file, self.line, self.column, self.rule, self.message)

@@ -28,7 +28,7 @@ from ruamel.yaml.events import (
 
 from chainlang import rules
 from chainlang.diagnostics import DiagnosticSink
-from chainlang.source import SourceFile, Span
+from chainlang.source import YAML11_ONLY_BREAKS, SourceFile, Span
 
 MAX_FILE_CHARS = 4 * 1024 * 1024  # a chain is text written by people or models: 4 MiB is plenty
 MAX_DEPTH = 64  # nesting of collections
@@ -45,6 +45,7 @@ _INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
 _FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
 _INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
 _NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Node:
@@ -188,21 +189,29 @@ def kind_of(tag: str) -> str:
     return tag[len(CORE_TAG):] if tag.startswith(CORE_TAG) else tag
 
 
-def _event_source(text: str) -> Iterator[Any]:
-    """Parse events from the fastest parser installed."""
+def _fast_events(text: str) -> Iterator[Any] | None:
+    """Events from libyaml's C parser, or None when the C extension is not installed."""
     try:
         from _ruamel_yaml import CParser
-    except ImportError:  # no C extension (e.g. a Python without wheels): same events, slower
-        import ruamel.yaml
+    except ImportError:
+        return None
 
-        yield from ruamel.yaml.YAML(typ="safe", pure=True).parse(io.StringIO(text))
-        return
-    parser = CParser(io.StringIO(text))
-    while True:
-        event = parser.get_event()
-        yield event
-        if type(event) is StreamEndEvent:
-            return
+    def events() -> Iterator[Any]:
+        parser = CParser(io.StringIO(text))
+        while True:
+            event = parser.get_event()
+            yield event
+            if type(event) is StreamEndEvent:
+                return
+
+    return events()
+
+
+def _yaml12_events(text: str) -> Iterator[Any]:
+    """Events from ruamel.yaml's pure-Python YAML 1.2 parser (slower; the final word)."""
+    import ruamel.yaml
+
+    return iter(ruamel.yaml.YAML(typ="safe", pure=True).parse(io.StringIO(text)))
 
 
 class _Builder:
@@ -213,6 +222,7 @@ class _Builder:
         self.sink = sink
         self.anchors: dict[str, AnyNode] = {}
         self.weights: dict[int, int] = {}  # id(node) → expanded size, for anchored nodes
+        self.heights: dict[int, int] = {}  # id(node) → nesting below it, for anchored nodes
         self.expanded = 0
 
     def point(self, mark: Any) -> Span:
@@ -233,6 +243,8 @@ class _Builder:
     def scalar(self, event: Any) -> ScalarNode:
         text: str = event.value
         style: str = event.style or ""
+        if style == '"' and _SURROGATE.search(text):
+            text = self.combine_surrogates(text, event.start_mark)
         tag: str | None = event.tag
         if tag == "!":
             tag = None
@@ -258,6 +270,15 @@ class _Builder:
         node = ScalarNode(event.start_mark, event.end_mark, value, text, style, tag)
         node.invalid = invalid
         return node
+
+    def combine_surrogates(self, text: str, mark: Any) -> str:
+        """JSON writes characters beyond U+FFFF as surrogate-pair escapes: join each pair."""
+        try:
+            return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:
+            self.sink.add(rules.YAML_SYNTAX, "a \\u escape names half of a UTF-16 surrogate pair, which is not a character",
+                          self.point(mark), hint="write the character itself, or a \\U00XXXXXX escape")
+            return _SURROGATE.sub("\ufffd", text)
 
     def tagged_scalar(self, tag: str, text: str, mark: Any) -> Any:
         kind = tag[len(CORE_TAG):]
@@ -314,6 +335,17 @@ class _Builder:
                 node = target
                 if not self.add_weight(self.weights.get(id(target), 1), event.start_mark):
                     return None
+                target_height = self.heights.get(id(target), 0)
+                if stack:
+                    stack[-1][4] = max(stack[-1][4], target_height)
+                if len(stack) + target_height > MAX_DEPTH:
+                    self.sink.add(
+                        rules.YAML_LIMIT,
+                        f"the document nests deeper than {MAX_DEPTH} levels (through alias '*{event.anchor}')",
+                        self.point(event.start_mark),
+                        hint="flatten the structure; chains never need this depth",
+                    )
+                    return None
             elif cls is SequenceStartEvent or cls is MappingStartEvent:
                 if len(stack) >= MAX_DEPTH:
                     self.sink.add(
@@ -338,17 +370,21 @@ class _Builder:
                 if not self.add_weight(1, event.start_mark):
                     return None
                 # an anchor becomes usable only when its collection ends: no recursive aliases
-                stack.append([coll, None, self.expanded, event.anchor])
+                stack.append([coll, None, self.expanded, event.anchor, 0])
                 continue
             elif cls is SequenceEndEvent or cls is MappingEndEvent:
                 entry = stack.pop()
                 node = entry[0]
+                height = entry[4] + 1  # collections below this one, aliases included
+                if stack:
+                    stack[-1][4] = max(stack[-1][4], height)
                 node.end = event.end_mark.index
                 node.end_line = event.end_mark.line + 1
                 node.end_column = event.end_mark.column + 1
                 if entry[3]:
                     self.anchors[entry[3]] = node
                     self.weights[id(node)] = self.expanded - entry[2] + 1
+                    self.heights[id(node)] = height
             elif cls is DocumentStartEvent:
                 documents += 1
                 if documents > 1:
@@ -378,20 +414,21 @@ class _Builder:
                         Span.point(node.line, node.column),
                         hint="if this is a template, quote it: \"{...}\"",
                     )
-                    key = ScalarNode.__new__(ScalarNode)
-                    Node.__init__(key, _Mark(node.start, node.line, node.column), _Mark(node.end, node.end_line, node.end_column))
-                    key.value = key.text = f"<{node.kind} key>"
-                    key.style, key.tag, key.offsets = "", None, None
-                    parent[1] = key
+                    parent[1] = _DROP  # reported: the pair is left out of the mapping
                 else:
                     parent[1] = node
             else:
-                self.add_pair(container, parent[1], node)
+                if parent[1] is not _DROP:
+                    self.add_pair(container, parent[1], node)
                 parent[1] = None
         return root
 
     def add_pair(self, mapping: MapNode, key: ScalarNode, value: AnyNode) -> None:
         name = key.text
+        if name == "<<" and not key.style and not isinstance(value, (MapNode, SeqNode)):
+            self.sink.add(rules.WRONG_TYPE, "'<<' merges mappings only", Span(key.line, key.column, key.end_line, key.end_column),
+                          hint="merge an anchored mapping: <<: *name")
+            return
         if name == "<<" and not key.style and isinstance(value, (MapNode, SeqNode)):
             # YAML merge key: copy pairs not already present (explicit keys win)
             merged = value.items if isinstance(value, SeqNode) else [value]
@@ -424,19 +461,7 @@ class _Builder:
         mapping.pairs.append((key, value))
 
 
-@dataclass
-class _Mark:
-    index: int
-    line1: int
-    column1: int
-
-    @property
-    def line(self) -> int:
-        return self.line1 - 1
-
-    @property
-    def column(self) -> int:
-        return self.column1 - 1
+_DROP = object()  # stands for a rejected mapping key: its value is dropped
 
 
 def decode(data: bytes) -> tuple[str | None, str | None, int]:
@@ -448,6 +473,8 @@ def decode(data: bytes) -> tuple[str | None, str | None, int]:
                 return data[len(bom):].decode(codec), None, 0
             except UnicodeDecodeError as exc:
                 return None, f"the file is not valid {codec.upper()}: {exc.reason}", 0
+    if _looks_like_utf16(data):
+        return None, "the file is not valid UTF-8: it looks like UTF-16 without a byte-order mark", 0
     try:
         return data.decode("utf-8"), None, 0
     except UnicodeDecodeError as exc:
@@ -455,11 +482,20 @@ def decode(data: bytes) -> tuple[str | None, str | None, int]:
         return None, f"the file is not valid UTF-8 (byte 0x{data[exc.start]:02x})", len(good)
 
 
+def _looks_like_utf16(data: bytes) -> bool:
+    """ASCII text in UTF-16 has a NUL in every other byte."""
+    sample = data[:512]
+    if len(sample) < 4 or b"\x00" not in sample:
+        return False
+    even, odd = sample[0::2], sample[1::2]
+    return even.count(0) >= 0.8 * len(even) or odd.count(0) >= 0.8 * len(odd)
+
+
 def load_bytes(path: str, data: bytes, sink: DiagnosticSink) -> LoadResult:
     if len(data) > MAX_FILE_CHARS:
         sink.add(
             rules.YAML_LIMIT,
-            f"the file is {len(data):,} bytes; chain files are limited to {MAX_FILE_CHARS:,}",
+            f"the file is larger than {MAX_FILE_CHARS:,} bytes, the limit for chain files",
             Span.point(1, 1),
             hint="split it into several chains that call each other",
         )
@@ -481,13 +517,49 @@ def load_text(path: str, text: str, sink: DiagnosticSink) -> LoadResult:
         sink.add(rules.YAML_LIMIT, f"the file is {len(text):,} characters; chain files are limited to {MAX_FILE_CHARS:,}",
                  Span.point(1, 1), hint="split it into several chains that call each other")
         return LoadResult(source, None)
-    builder = _Builder(source, sink)
-    try:
-        root = builder.build(_event_source(text))
-    except Exception as exc:  # ruamel/libyaml errors: MarkedYAMLError, ReaderError, ...
-        root = None
-        _report_yaml_error(exc, source, sink)
+    # libyaml is fast but reads YAML 1.1: when it rejects a document, the YAML 1.2 parser
+    # decides (e.g. `{trigger: post:x}` and JSON surrogate-pair escapes are valid YAML 1.2)
+    # (when both reject it, libyaml's message is reported: it is the clearer one)
+    reported = len(sink.items)
+    fast = _fast_events(text)
+    root = None
+    fast_error: Exception | None = None
+    if fast is not None:
+        try:
+            root = _Builder(source, sink).build(fast)
+        except Exception as exc:
+            del sink.items[reported:]
+            fast, fast_error = None, exc
+    if fast is None:
+        try:
+            root = _Builder(source, sink).build(_yaml12_events(text))
+        except Exception as exc:  # MarkedYAMLError, ReaderError, ...
+            del sink.items[reported:]
+            root = None
+            _report_yaml_error(fast_error or exc, source, sink)
+    if root is not None and any(c in text for c in YAML11_ONLY_BREAKS):
+        _reposition(root, source)
     return LoadResult(source, root)
+
+
+def _reposition(root: AnyNode, source: SourceFile) -> None:
+    """Line/column from character indexes, for files where libyaml's line counting differs
+    from YAML 1.2's (it also breaks lines at U+0085, U+2028 and U+2029)."""
+    seen: set[int] = set()
+    stack: list[AnyNode] = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        node.line, node.column = source.position(node.start)
+        node.end_line, node.end_column = source.position(node.end)
+        if isinstance(node, SeqNode):
+            stack.extend(node.items)
+        elif isinstance(node, MapNode):
+            for key, value in node.pairs:
+                stack.append(key)
+                stack.append(value)
 
 
 def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink) -> None:
@@ -496,10 +568,11 @@ def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink)
     context = getattr(exc, "context", None)
     context_mark = getattr(exc, "context_mark", None)
     at_end = mark is not None and mark.index >= len(source.text.rstrip())
-    if at_end and context_mark is not None:  # e.g. an unclosed [ or {: point where it was opened
-        span = Span.point(context_mark.line + 1, context_mark.column + 1)
-    elif mark is not None:
-        span = Span.point(mark.line + 1, mark.column + 1)
+    opened_before = context_mark is not None and context_mark.index < len(source.text.rstrip())
+    if at_end and opened_before:  # e.g. an unclosed [ or {: point where it was opened
+        span = Span.point(*source.position(context_mark.index))
+    elif mark is not None:  # the character index is exact, also where line counting differs
+        span = Span.point(*source.position(min(mark.index, len(source.text))))
     elif getattr(exc, "position", None) is not None:  # ReaderError: a character offset
         line, column = source.position(int(exc.position))  # type: ignore[attr-defined]
         span = Span.point(line, column)
@@ -507,7 +580,7 @@ def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink)
         span = Span.point(1, 1)
     if problem:
         message = str(problem)
-        if at_end and context:
+        if at_end and opened_before and context:
             message = f"{message} before the end of the file ({context} that starts here)"
         elif context:
             opened = ""
@@ -530,11 +603,11 @@ _UNQUOTED_TEMPLATE = re.compile(r"(?:^|[:\-]\s)\{[^{}]*\}\s*[^\s,}\]#]")
 def _yaml_hint(message: str, lines: list[str]) -> str | None:
     if any(_UNQUOTED_TEMPLATE.search(line) for line in lines):
         return 'a value that starts with { is read as a YAML mapping: quote the whole template, e.g. if: "{x} > 1"'
-    if any("\t" in line[: len(line) - len(line.lstrip())] for line in lines) or "\\t" in message:
-        return "YAML indentation uses spaces, not tabs"
+    if any("\t" in line[: len(line) - len(line.lstrip(" \t-?:"))] for line in lines) or "\\t" in message:
+        return "YAML indentation uses spaces, not tabs (also after '- ')"
     if "mapping values are not allowed" in message:
         return "a value containing ': ' must be quoted"
-    if "control characters" in message:
+    if "control characters" in message or "special characters" in message:
         return "remove the control character"
     return None
 

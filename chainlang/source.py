@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
+
+# YAML 1.2 line breaks. libyaml (YAML 1.1) also counts U+0085, U+2028 and U+2029; the
+# loader recomputes positions from character indexes in files that contain them.
+LINE_BREAK = re.compile("\r\n|[\r\n]")
+YAML11_ONLY_BREAKS = ("\x85", "\u2028", "\u2029")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,18 +29,19 @@ class Span:
 class SourceFile:
     """The text of one input file, with fast offset → (line, column) mapping."""
 
-    __slots__ = ("path", "text", "_line_starts")
+    __slots__ = ("path", "text", "_line_starts", "_line_ends")
 
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
         starts = [0]
-        find = text.find
-        i = find("\n")
-        while i != -1:
-            starts.append(i + 1)
-            i = find("\n", i + 1)
+        ends = []
+        for match in LINE_BREAK.finditer(text):
+            ends.append(match.start())
+            starts.append(match.end())
+        ends.append(len(text))
         self._line_starts = starts
+        self._line_ends = ends
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a 0-based character offset."""
@@ -59,6 +66,8 @@ class SourceFile:
         """The text of a 1-based line, without its newline ('' when out of range)."""
         if line < 1 or line > len(self._line_starts):
             return ""
-        start = self._line_starts[line - 1]
-        end = self._line_starts[line] - 1 if line < len(self._line_starts) else len(self.text)
-        return self.text[start:end]
+        return self.text[self._line_starts[line - 1] : self._line_ends[line - 1]]
+
+    @property
+    def line_count(self) -> int:
+        return len(self._line_starts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chainlang import rules
 from chainlang.checks.base import CheckContext
+from chainlang.expr import types as T
 
 RULES = (rules.TYPE_MISMATCH, rules.FILTER, rules.BAD_REGEX)
 _BY_CATEGORY = {"type": rules.TYPE_MISMATCH, "filter": rules.FILTER, "regex": rules.BAD_REGEX}
@@ -11,6 +12,12 @@ _BY_CATEGORY = {"type": rules.TYPE_MISMATCH, "filter": rules.FILTER, "regex": ru
 
 def check(ctx: CheckContext) -> None:
     for site in ctx.analysis.sites:
+        if site.context == "foreach" and not site.issues:
+            kind = _not_a_list(site.type)
+            if kind:
+                span = ctx.expr_span(site.node, site.base + site.expr.start, site.base + site.expr.end)
+                ctx.report(rules.TYPE_MISMATCH, f"foreach needs a list, not {kind}", span,
+                           "give it a list: a literal [a, b], or a reference to a list such as team.members.members")
         for issue in site.issues:
             rule = _BY_CATEGORY.get(issue.category, rules.TYPE_MISMATCH)
             span = ctx.expr_span(site.node, site.base + issue.start, site.base + issue.end)
@@ -18,6 +25,16 @@ def check(ctx: CheckContext) -> None:
             if rule is rules.BAD_REGEX and hint is None:
                 hint = "patterns use RE2 syntax (linear time): no backreferences or lookaround"
             ctx.report(rule, message, span, hint)
+
+
+def _not_a_list(t: object) -> str | None:
+    """What a foreach expression certainly gives instead of a list (None if it may be a list)."""
+    members = T.members(t)  # type: ignore[arg-type]
+    if any(m is T.ANY or isinstance(m, T.Array) for m in members):
+        return None
+    names = {T.NUMBER: "a number", T.STRING: "a string", T.BOOL: "a boolean", T.NULL: "null"}
+    kinds = sorted({names.get(m, "an object") for m in members})
+    return " or ".join(kinds) if kinds else None
 
 
 def _split_hint(message: str) -> tuple[str, str | None]:

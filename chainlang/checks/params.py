@@ -15,6 +15,7 @@ from chainlang import rules
 from chainlang.checks.base import CheckContext, suggestion
 from chainlang.expr import types as T
 from chainlang.model.nodes import EventStep, walk_steps
+from chainlang.schema_validation import iter_errors, validator_for
 
 RULES = (rules.PARAM_SCHEMA, rules.MISSING_PARAM)
 
@@ -45,7 +46,7 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
     instance = {name: (_PLACEHOLDER if name in opaque else value.data) for name, value in step.params.items()
                 if not closed or name in props}
     missing: list[str] = []
-    for error in _validator_for(schema).iter_errors(instance):
+    for error in iter_errors(_validator_for(schema), instance):
         if not error.path and error.validator == "required":
             missing.extend(r for r in error.validator_value if r not in instance and r not in missing)
             continue
@@ -86,7 +87,8 @@ def _message(error: Any) -> str:
     if error.validator == "type":
         expected = error.validator_value
         wanted = _join(expected if isinstance(expected, list) else [expected])
-        return f"expected {wanted}, got {_json_kind(error.instance)} {_short_json(error.instance)}"
+        got = "null" if error.instance is None else f"{_json_kind(error.instance)} {_short_json(error.instance)}"
+        return f"expected {wanted}, got {got}"
     if error.validator == "enum":
         return f"{_short_json(error.instance)} is not one of {', '.join(_short_json(v) for v in error.validator_value)}"
     return str(error.message)
@@ -173,8 +175,6 @@ def _validator(schema_json: str) -> Any:
     with a did-you-mean, so the top-level additionalProperties is left out here."""
     import json
 
-    from jsonschema import Draft7Validator
-
     schema = json.loads(schema_json)
     schema.pop("additionalProperties", None)
-    return Draft7Validator(schema)
+    return validator_for(schema)

@@ -17,10 +17,15 @@ def check(ctx: CheckContext) -> None:
     from jsonschema.exceptions import SchemaError, best_match
 
     from chainlang.loader import node_at
+    from chainlang.schema_validation import iter_errors, schema_problems, validator_for
 
     def valid(schema: Any, node: Any, fallback: Any, what: str) -> bool:
         try:
             Draft7Validator.check_schema(schema)
+            for path, problem in schema_problems(schema):
+                where = node_at(node, path) if node is not None else None
+                ctx.report(rules.BAD_SCHEMA, f"{what} cannot be used: {problem}", where or fallback)
+                return False
         except SchemaError as err:
             error = best_match([err]) if err.context else err
             path = list(error.path)
@@ -36,7 +41,7 @@ def check(ctx: CheckContext) -> None:
 
     for spec in ctx.chain.inputs.values():
         if valid(spec.schema, spec.schema_node, spec.node, f"the schema of input '{spec.name}'") and "default" in spec.schema:
-            errors = list(Draft7Validator(spec.schema).iter_errors(spec.schema["default"]))
+            errors = iter_errors(validator_for(spec.schema), spec.schema["default"])
             if errors:
                 default = node_at(spec.schema_node, ["default"]) if spec.schema_node is not None else None
                 ctx.report(rules.BAD_SCHEMA, f"the default of input '{spec.name}' does not fit its schema: {errors[0].message}",

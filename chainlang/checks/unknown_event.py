@@ -5,6 +5,7 @@ from __future__ import annotations
 from chainlang import rules
 from chainlang.checks.base import CheckContext
 from chainlang.model.nodes import EventStep, walk_steps
+from chainlang.suggest import affordable
 
 RULES = (rules.UNKNOWN_EVENT,)
 
@@ -16,7 +17,7 @@ def check(ctx: CheckContext) -> None:
             continue
         spec = ctx.registry.get(step.event)
         if spec is None:
-            guess = ctx.registry.suggest(step.event)
+            guess = ctx.registry.suggest(step.event) if affordable(len(ctx.registry)) else None
             hint = f"did you mean '{guess}'?" if guess else "list the known events with `chainlang events`; add tools with --tools"
             ctx.report(rules.UNKNOWN_EVENT, f"unknown event '{step.event}'", step.event_node, hint)
         elif spec.kind == "external":

@@ -177,6 +177,11 @@ def _show(pattern: str) -> str:
     return "'" + (pattern if len(pattern) <= 60 else pattern[:59] + "…") + "'"
 
 
+def compile_regex(pattern: str) -> tuple[Any, str | None]:
+    """An RE2 pattern (linear-time matching, bounded memory) and None, or None and why not."""
+    return _regex(pattern)
+
+
 def regex_error(pattern: str) -> str | None:
     """Why ``pattern`` cannot be used with ``matches`` (None if it can)."""
     return _regex(pattern)[1]

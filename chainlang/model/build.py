@@ -104,6 +104,8 @@ class ModelBuilder:
         self.error(rule, message, key_span(key_node) if key_node else node_span(mapping), hint)
 
     def wrong_type(self, node: AnyNode, what: str, expected: str, hint: str | None = None) -> None:
+        if node.invalid:  # already reported by the loader
+            return
         if looks_like_template_map(node):
             self.unquoted_template(node)  # type: ignore[arg-type]
             return
@@ -126,12 +128,14 @@ class ModelBuilder:
     def unknown_key(self, key_node: ScalarNode, allowed: Any, where: str) -> None:
         guess = closest(key_node.text, allowed)
         hint = f"did you mean '{guess}'?" if guess else f"allowed keys: {', '.join(sorted(allowed))}"
+        if "\ufeff" in key_node.text:
+            hint = "the file has a byte-order mark (U+FEFF) in the middle of it: remove it"
         self.error(rules.UNKNOWN_KEY, f"unknown key '{key_node.text}' in {where}", key_span(key_node), hint)
 
     # -- scalars --
 
     def string(self, node: AnyNode | None, what: str) -> str | None:
-        if node is None:
+        if node is None or node.invalid:  # absent, or already reported by the loader
             return None
         if isinstance(node, ScalarNode) and isinstance(node.value, str):
             return node.value
@@ -141,19 +145,19 @@ class ModelBuilder:
         return None
 
     def integer(self, node: AnyNode | None, what: str, rule: Rule, low: int, high: int) -> int | None:
-        if node is None:
+        if node is None or node.invalid:  # absent, or already reported by the loader
             return None
         value = node.value if isinstance(node, ScalarNode) else None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.error(rule, f"{what} must be a whole number from {low} to {high:,}, not {_kind_phrase(node)}", node)
+            self.error(rule, f"{what} must be a whole number from {low:,} to {high:,}, not {_kind_phrase(node)}", node)
             return None
         if not low <= value <= high:
-            self.error(rule, f"{what} must be from {low} to {high:,}; got {value:,}", node)
+            self.error(rule, f"{what} must be from {low:,} to {high:,}; got {value:,}", node)
             return None
         return value
 
     def boolean(self, node: AnyNode | None, what: str) -> bool | None:
-        if node is None:
+        if node is None or node.invalid:  # absent, or already reported by the loader
             return None
         if isinstance(node, ScalarNode) and isinstance(node.value, bool):
             return node.value
@@ -162,7 +166,7 @@ class ModelBuilder:
         return None
 
     def duration(self, node: AnyNode | None, what: str) -> float | None:
-        if node is None:
+        if node is None or node.invalid:  # absent, or already reported by the loader
             return None
         if isinstance(node, ScalarNode) and isinstance(node.value, str):
             seconds = parse_duration(node.value)
@@ -187,7 +191,7 @@ class ModelBuilder:
         self.sink.add(rules.EXPR_SYNTAX, err.message, Span.point(line, column), err.hint)
 
     def condition(self, node: AnyNode | None, what: str) -> Condition | None:
-        if node is None:
+        if node is None or node.invalid:  # absent, or already reported by the loader
             return None
         if not isinstance(node, ScalarNode):
             self.wrong_type(node, what, "an expression (a string)")
@@ -308,10 +312,13 @@ class ModelBuilder:
         forms = [k for k in ("event", "parallel", "steps", "then") if has(k)]
         if has("else") and not has("then"):
             self.key_error(node, "else", rules.WRONG_TYPE, "'else' without 'then'", "an if block needs if:, then: and optionally else:")
+            if not forms:
+                forms = ["then"]  # read it as the if block it was meant to be
         if len(forms) > 1:
             self.key_error(node, forms[1], rules.WRONG_TYPE, f"a step cannot be both '{forms[0]}' and '{forms[1]}'",
                            "split it into two steps")
         form = forms[0] if forms else None
+        conflicting = set(forms[1:]) | ({"else"} if len(forms) > 1 and forms[0] != "then" else set())
         if form == "event":
             step: Step = self.canonical_event(node, path, node.get("event"))
             allowed: tuple[str, ...] = EVENT_KEYS
@@ -346,7 +353,7 @@ class ModelBuilder:
                     self.unknown_key(key_node, tuple(k for k in EVENT_KEYS if k not in ("event", "params")), "a step")
             allowed = ()
         if allowed:
-            self.check_keys(node, allowed, "a step")
+            self.check_keys(node, tuple(allowed) + tuple(conflicting), "a step")
         self.common(step, node, skip_if=isinstance(step, IfStep))
         return step
 
@@ -587,7 +594,7 @@ class ModelBuilder:
     def trigger(self, node: ScalarNode, text: str) -> Trigger | None:
         phase, sep, pattern = text.partition(":")
         if not sep or phase not in ("pre", "post"):
-            guess = "post:" + text if not sep else None
+            guess = "post:" + text if not sep and EVENT_GLOB.match(text) and ("." in text or "*" in text) else None
             self.error(rules.HOOK_TRIGGER, f"trigger '{text}' must be pre:EVENT or post:EVENT", node,
                        f"did you mean '{guess}'?" if guess else "the phase is pre (before the event) or post (after it)")
             return None
@@ -720,6 +727,10 @@ def build_chain(root: AnyNode | None, source: SourceFile, sink: DiagnosticSink, 
         chain.steps = builder.steps(root, "")
         if not root.items:
             sink.add(rules.NOT_A_CHAIN, "the chain has no steps", root.span)
+        return chain
+    if isinstance(root, ScalarNode) and root.value is None and not root.text:
+        sink.add(rules.NOT_A_CHAIN, "the file is empty: a chain file needs steps", Span.point(1, 1),
+                 "a chain is a list of steps, or a mapping with steps:")
         return chain
     if not isinstance(root, MapNode):
         sink.add(rules.NOT_A_CHAIN, f"a chain file must be a list of steps or a mapping with steps:, not {_kind_phrase(root)}",

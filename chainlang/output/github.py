@@ -33,7 +33,7 @@ def render(diagnostics: Sequence[Diagnostic]) -> str:
 
 def _command(d: Diagnostic) -> str:
     command = "error" if d.severity == "error" else "warning"
-    properties: list[tuple[str, str]] = [("file", d.file)]
+    properties: list[tuple[str, str]] = [("file", d.shown_file)]
     if d.line >= 1:
         end_line = max(d.end_line, d.line)
         properties.append(("line", str(d.line)))

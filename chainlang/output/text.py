@@ -72,7 +72,7 @@ def _style(text: str, code: str, color: bool) -> str:
 
 def _diagnostic(d: Diagnostic, source: SourceFile | None, color: bool) -> str:
     severity_code = _SEVERITY.get(d.severity, _BOLD)
-    location = _style(f"{d.file}:{d.line}:{d.column}", _CYAN, color)
+    location = _style(f"{d.shown_file}:{d.line}:{d.column}", _CYAN, color)
     severity = _style(d.severity, severity_code, color)
     lines = [f"{location}: {severity}: {_printable(d.message)} [{d.rule} {d.slug}]"]
 

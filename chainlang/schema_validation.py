@@ -1,0 +1,111 @@
+"""JSON Schema validation of untrusted schemas (chain inputs, event payloads, tool params).
+
+Chains may be written by a model or an attacker, and so may the schemas inside
+them. Two things jsonschema would otherwise do are unsafe here:
+
+- resolve a `$ref` to a URL or a file by fetching it (network access, local
+  file disclosure): every validator built here uses a reference registry that
+  refuses all retrieval, and the checker reports non-local `$ref` (CL033);
+- match `pattern` / `patternProperties` with Python's backtracking `re`
+  (catastrophic on `^(a+)+$`): here they are matched with RE2, like the
+  expression language's `matches`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Iterator
+
+from jsonschema import Draft7Validator, validators
+from jsonschema.exceptions import ValidationError
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
+
+
+def _refuse(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)
+
+
+_NO_RETRIEVAL: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
+
+
+def _compile(pattern: str) -> tuple[Any, str | None]:
+    from chainlang.expr.evaluate import compile_regex
+
+    return compile_regex(pattern)
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "string") or not isinstance(pattern, str):
+        return
+    compiled, problem = _compile(pattern)
+    if compiled is None:
+        yield ValidationError(f"pattern {pattern!r} cannot be used: {problem}")
+    elif compiled.search(instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object") or not isinstance(patterns, dict):
+        return
+    for pattern, subschema in patterns.items():
+        compiled, problem = _compile(pattern)
+        if compiled is None:
+            yield ValidationError(f"pattern {pattern!r} cannot be used: {problem}")
+            continue
+        for key, value in instance.items():
+            if compiled.search(key) is not None:
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+SafeDraft7Validator = validators.extend(
+    Draft7Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
+)
+
+
+def validator_for(schema: dict[str, Any]) -> Any:
+    """A draft-07 validator that never fetches and matches patterns in linear time."""
+    return SafeDraft7Validator(schema, registry=_NO_RETRIEVAL)
+
+
+def iter_errors(validator: Any, instance: Any) -> list[ValidationError]:
+    """The validation errors; a schema whose `$ref` cannot be resolved validates nothing
+    (the checker reports that reference itself, as CL033)."""
+    try:
+        return list(validator.iter_errors(instance))
+    except Unresolvable:
+        return []
+    except Exception as exc:  # jsonschema wraps referencing errors in a private type
+        if isinstance(exc.__cause__, Unresolvable) or "Unresolvable" in type(exc).__name__:
+            return []
+        raise
+
+
+def schema_problems(schema: Any) -> list[tuple[list[Any], str]]:
+    """What makes a schema unusable here beyond draft-07 validity: (path, problem)."""
+    problems: list[tuple[list[Any], str]] = []
+    stack: list[tuple[list[Any], Any]] = [([], schema)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not ref.startswith("#"):
+                problems.append((path + ["$ref"], f"'$ref' must point inside the schema ('#/...'); "
+                                 f"'{ref[:80]}' would be fetched, which chainlang never does"))
+            pattern = node.get("pattern")
+            if isinstance(pattern, str) and _compile(pattern)[0] is None:
+                problems.append((path + ["pattern"], f"{_compile(pattern)[1]} (patterns use RE2 syntax)"))
+            props = node.get("patternProperties")
+            if isinstance(props, dict):
+                for key in props:
+                    if _compile(key)[0] is None:
+                        problems.append((path + ["patternProperties", key], f"{_compile(key)[1]} (patterns use RE2 syntax)"))
+            stack.extend((path + [k], v) for k, v in node.items() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((path + [i], v) for i, v in enumerate(node) if isinstance(v, (dict, list)))
+    return sorted(problems, key=lambda item: [str(p) for p in item[0]])
+
+
+@lru_cache(maxsize=1)
+def meta_validator() -> Any:
+    return Draft7Validator(Draft7Validator.META_SCHEMA)
