@@ -64,7 +64,7 @@ def _use_color(stream: Any) -> bool:
 class _Group(click.Group):
     """Usage errors from click itself get the same one-line form (and exit 2) as ours."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             return super().main(*args, **kwargs)

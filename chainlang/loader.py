@@ -306,6 +306,10 @@ class _Builder:
             return False
         return True
 
+    def too_deep(self, mark: Any, via: str = "") -> None:
+        self.sink.add(rules.YAML_LIMIT, f"the document nests deeper than {MAX_DEPTH} levels{via}", self.point(mark),
+                      hint="flatten the structure; chains never need this depth")
+
     def build(self, events: Iterator[Any]) -> AnyNode | None:
         # stack entries: [node, pending_key (for maps), start_expanded, anchor]
         stack: list[list[Any]] = []
@@ -339,21 +343,11 @@ class _Builder:
                 if stack:
                     stack[-1][4] = max(stack[-1][4], target_height)
                 if len(stack) + target_height > MAX_DEPTH:
-                    self.sink.add(
-                        rules.YAML_LIMIT,
-                        f"the document nests deeper than {MAX_DEPTH} levels (through alias '*{event.anchor}')",
-                        self.point(event.start_mark),
-                        hint="flatten the structure; chains never need this depth",
-                    )
+                    self.too_deep(event.start_mark, f" (through alias '*{event.anchor}')")
                     return None
             elif cls is SequenceStartEvent or cls is MappingStartEvent:
                 if len(stack) >= MAX_DEPTH:
-                    self.sink.add(
-                        rules.YAML_LIMIT,
-                        f"the document nests deeper than {MAX_DEPTH} levels",
-                        self.point(event.start_mark),
-                        hint="flatten the structure; chains never need this depth",
-                    )
+                    self.too_deep(event.start_mark)
                     return None
                 tag = event.tag
                 seq = cls is SequenceStartEvent
@@ -569,7 +563,7 @@ def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink)
     context_mark = getattr(exc, "context_mark", None)
     at_end = mark is not None and mark.index >= len(source.text.rstrip())
     opened_before = context_mark is not None and context_mark.index < len(source.text.rstrip())
-    if at_end and opened_before:  # e.g. an unclosed [ or {: point where it was opened
+    if at_end and opened_before and context_mark is not None:  # an unclosed [ or {: point where it was opened
         span = Span.point(*source.position(context_mark.index))
     elif mark is not None:  # the character index is exact, also where line counting differs
         span = Span.point(*source.position(min(mark.index, len(source.text))))

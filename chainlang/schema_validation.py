@@ -23,7 +23,7 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 
 
 def _refuse(uri: str) -> Any:
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(uri)
 
 
 _NO_RETRIEVAL: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
@@ -58,7 +58,7 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-SafeDraft7Validator = validators.extend(
+SafeDraft7Validator = validators.extend(  # type: ignore[no-untyped-call]
     Draft7Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
 )
 

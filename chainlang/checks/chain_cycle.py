@@ -15,7 +15,7 @@ def check(ctx: CheckContext) -> None:
     if not me or ctx.project.named.get(me) is not ctx.chain:
         return
     named = ctx.project.named
-    graph = ctx.project.memo.get("chain_calls")
+    graph: dict[str, list[str]] | None = ctx.project.memo.get("chain_calls")
     if graph is None:  # the named-chain call graph, built once for all files
         graph = {name: sorted({s.event for s in direct_calls(chain_steps(chain)) if s.event in named})
                  for name, chain in named.items()}

@@ -32,7 +32,7 @@ def _not_a_list(t: object) -> str | None:
     members = T.members(t)  # type: ignore[arg-type]
     if any(m is T.ANY or isinstance(m, T.Array) for m in members):
         return None
-    names = {T.NUMBER: "a number", T.STRING: "a string", T.BOOL: "a boolean", T.NULL: "null"}
+    names: dict[object, str] = {T.NUMBER: "a number", T.STRING: "a string", T.BOOL: "a boolean", T.NULL: "null"}
     kinds = sorted({names.get(m, "an object") for m in members})
     return " or ".join(kinds) if kinds else None
 

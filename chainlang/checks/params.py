@@ -48,7 +48,8 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
     missing: list[str] = []
     for error in iter_errors(_validator_for(schema), instance):
         if not error.path and error.validator == "required":
-            missing.extend(r for r in error.validator_value if r not in instance and r not in missing)
+            wanted: list[str] = list(error.validator_value)  # type: ignore[arg-type]
+            missing.extend(r for r in wanted if r not in instance and r not in missing)
             continue
         param = str(error.path[0]) if error.path else None
         if param in opaque:

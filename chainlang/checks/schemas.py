@@ -27,7 +27,7 @@ def check(ctx: CheckContext) -> None:
                 ctx.report(rules.BAD_SCHEMA, f"{what} cannot be used: {problem}", where or fallback)
                 return False
         except SchemaError as err:
-            error = best_match([err]) if err.context else err
+            error: Any = best_match([err]) if err.context else err  # type: ignore[list-item]
             path = list(error.path)
             key = "/".join(str(p) for p in path)
             where = node_at(node, path) if node is not None else None

@@ -291,14 +291,14 @@ class Analyser:
             return self.problem(ref, site, "step", rules.REF_FORWARD,
                                 f"{name} runs in this hook's action, after the condition is evaluated", None,
                                 ref.start, end_of_name)
-        target = doc.latest_before(name, scope.current, scope.trail)
-        if target is not None:
-            return self.field_ref(ref, site, target, rest)
-        relation = doc.nearest(name, scope.current, scope.trail)
-        if relation is None:
+        latest = doc.latest_before(name, scope.current, scope.trail)
+        if latest is not None:
+            return self.field_ref(ref, site, latest, rest)
+        nearest = doc.nearest(name, scope.current, scope.trail)
+        if nearest is None:
             return self.problem(ref, site, "step", rules.REF_UNKNOWN, f"{name} does not run in this chain before this point",
                                 f"add a {name} step before this one", ref.start, end_of_name)
-        return self.relation_problem(ref, site, name, relation, ref.start, end_of_name)
+        return self.relation_problem(ref, site, name, nearest, ref.start, end_of_name)
 
     def id_ref(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope, target: StepBase) -> RefInfo:
         segs = ref.segments

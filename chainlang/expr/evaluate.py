@@ -155,7 +155,7 @@ def _size_error(start: int, end: int) -> ExprEvalError:
 def _regex(pattern: str) -> tuple[Any, str | None]:
     if len(pattern) > MAX_PATTERN_LENGTH:
         return None, f"regex is too long ({len(pattern)} characters, at most {MAX_PATTERN_LENGTH})"
-    import re2  # type: ignore[import-untyped]
+    import re2
 
     options = re2.Options()
     options.max_mem = REGEX_MAX_MEM
