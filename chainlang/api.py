@@ -31,6 +31,7 @@ class CheckResult:
     diagnostics: list[Diagnostic]
     sources: dict[str, SourceFile]
     files: list[str] = field(default_factory=list)
+    chains: list["Chain"] = field(default_factory=list)  # the models, in the order of `files`
 
     @property
     def ok(self) -> bool:
@@ -224,13 +225,19 @@ def check_files(
     registry: "Registry | None" = None,
     start_dir: Path | None = None,
 ) -> CheckResult:
-    """Check chain and hooks files (directories are searched). Raises UsageError for bad paths or tools."""
+    """Check chain and hooks files (directories are searched). Raises UsageError for bad paths or tools.
+
+    chainlang.toml is looked for from the first path upwards, so checking one file of a
+    project sees the project's tools and named chains."""
     names = discover(paths)
+    if start_dir is None and paths:
+        first = Path(paths[0])
+        start_dir = first if first.is_dir() else first.parent
     registry = registry if registry is not None else default_registry(tools, start_dir)
     files = [load_file(name) for name in names]
     context = context_files(start_dir, {os.path.realpath(f) for f in names})
     diagnostics = check_loaded(files, registry, context)
-    return CheckResult(diagnostics, {f.path: f.source for f in files}, names)
+    return CheckResult(diagnostics, {f.path: f.source for f in files}, names, [f.chain for f in files])
 
 
 def check_text(text: str, path: str = "<text>.chain.yaml", registry: "Registry | None" = None,

@@ -113,6 +113,36 @@ def check(paths: tuple[str, ...], fmt: str, tools: tuple[str, ...], color: bool 
 
 
 @main.command()
+@click.argument("file", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(("mermaid", "dot", "json")), default="mermaid", show_default=True,
+              help="Output format.")
+@_tools_option
+def graph(file: str, fmt: str, tools: tuple[str, ...]) -> None:
+    """Print the compiled execution graph of a chain.
+
+    The chain is checked first: a chain with errors is not compiled (exit 1).
+    """
+
+    def body() -> int:
+        from chainlang.api import check_files
+        from chainlang.compile import compile_chain
+        from chainlang.graph_render import RENDERERS
+        from chainlang.output import render
+
+        result = check_files([file], tools=tools)
+        if not result.ok:
+            text = render(result.diagnostics, "text", result.sources, color=_use_color(sys.stderr),
+                          files_checked=len(result.files))
+            click.echo(text.rstrip("\n"), err=True, color=_use_color(sys.stderr))
+            return 1
+        assert result.chains, "a checked file has a chain"
+        click.echo(RENDERERS[fmt](compile_chain(result.chains[0])))
+        return 0
+
+    _guarded(body)
+
+
+@main.command()
 def schema() -> None:
     """Print the JSON Schema (draft-07) of chain files, for editors."""
 

@@ -1,0 +1,171 @@
+"""`chainlang graph`: an execution graph as Mermaid, Graphviz DOT or JSON.
+
+Steps are nodes; edges follow the order of execution: a parallel group fans
+out to its branches and joins after them, an if block is a decision node with
+`then` and `else` edges. Output is deterministic (ids come from step paths).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from chainlang.compile import ExecutionGraph, GraphNode
+
+
+@dataclass
+class _Flow:
+    nodes: list[tuple[str, str, str]] = field(default_factory=list)  # id, label, shape
+    edges: list[tuple[str, str, str]] = field(default_factory=list)  # from, to, label
+
+
+def _node_id(path: str) -> str:
+    return "s" + path.replace(".", "_").replace(":", "_").replace("-", "_")
+
+
+def _label(node: GraphNode) -> str:
+    if node.kind == "event":
+        text = node.event or "?"
+    elif node.kind == "if":
+        text = f"if {node.condition_text}"
+    else:
+        text = node.kind
+    if node.id:
+        text = f"{node.id}: {text}"
+    extras = []
+    if node.kind != "if" and node.condition_text:
+        extras.append(f"if {node.condition_text}")
+    if node.foreach_text:
+        extras.append(f"foreach {node.as_} in {node.foreach_text}")
+    if node.retry is not None:
+        extras.append(f"retry x{node.retry.attempts}")
+    if node.on_error != "fail":
+        extras.append(f"on_error {node.on_error}")
+    return "\n".join([text] + extras)
+
+
+def _flow(graph: ExecutionGraph) -> _Flow:
+    flow = _Flow()
+    # ids "begin"/"finish": `end` is a reserved word in Mermaid flowcharts
+    flow.nodes.append(("begin", "start", "round"))
+    exits = _sequence(graph.nodes, ["begin"], flow, "")
+    flow.nodes.append(("finish", "end", "round"))
+    for e in exits:
+        flow.edges.append((e, "finish", ""))
+    return flow
+
+
+def _sequence(nodes: tuple[GraphNode, ...], entries: list[str], flow: _Flow, label: str) -> list[str]:
+    current = entries
+    for i, node in enumerate(nodes):
+        current = _step(node, current, flow, label if i == 0 else "")
+    return current
+
+
+def _step(node: GraphNode, entries: list[str], flow: _Flow, label: str) -> list[str]:
+    nid = _node_id(node.path)
+    if node.kind == "event":
+        flow.nodes.append((nid, _label(node), "box"))
+        for e in entries:
+            flow.edges.append((e, nid, label))
+        return [nid]
+    if node.kind == "if":
+        flow.nodes.append((nid, _label(node), "diamond"))
+        for e in entries:
+            flow.edges.append((e, nid, label))
+        exits = _sequence(node.children, [nid], flow, "then")
+        if node.else_:
+            exits = exits + _sequence(node.else_, [nid], flow, "else")
+        else:
+            exits = exits + [nid]
+        return exits
+    # a block: fork and join nodes keep parallel structure readable
+    fork, join = nid, nid + "_join"
+    flow.nodes.append((fork, _label(node), "fork"))
+    for e in entries:
+        flow.edges.append((e, fork, label))
+    if node.kind == "parallel":
+        exits = []
+        for child in node.children:
+            exits.extend(_step(child, [fork], flow, ""))
+    else:
+        exits = _sequence(node.children, [fork], flow, "")
+    flow.nodes.append((join, "end " + node.kind, "join"))
+    for e in exits:
+        flow.edges.append((e, join, ""))
+    return [join]
+
+
+def _mermaid_text(text: str) -> str:
+    return text.replace('"', "#quot;").replace("\n", "<br/>")
+
+
+def to_mermaid(graph: ExecutionGraph) -> str:
+    flow = _flow(graph)
+    shapes = {"round": ("([", "])"), "box": ("[", "]"), "diamond": ("{", "}"), "fork": ("[[", "]]"), "join": ("((", "))")}
+    lines = ["flowchart TD"]
+    for nid, label, shape in flow.nodes:
+        left, right = shapes[shape]
+        lines.append(f'    {nid}{left}"{_mermaid_text(label)}"{right}')
+    for a, b, label in flow.edges:
+        lines.append(f"    {a} -->|{label}| {b}" if label else f"    {a} --> {b}")
+    return "\n".join(lines)
+
+
+def _dot_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def to_dot(graph: ExecutionGraph) -> str:
+    flow = _flow(graph)
+    shapes = {"round": "oval", "box": "box", "diamond": "diamond", "fork": "box3d", "join": "point"}
+    lines = ["digraph chain {", "  rankdir=TB;", '  node [fontname="Helvetica"];']
+    for nid, label, shape in flow.nodes:
+        lines.append(f'  {nid} [label="{_dot_text(label)}", shape={shapes[shape]}];')
+    for a, b, label in flow.edges:
+        lines.append(f'  {a} -> {b} [label="{_dot_text(label)}"];' if label else f"  {a} -> {b};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _node_json(node: GraphNode) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": node.path, "kind": node.kind, "line": node.line}
+    for key, value in (("event", node.event), ("id", node.id), ("if", node.condition_text),
+                       ("foreach", node.foreach_text), ("max_parallel", node.max_parallel),
+                       ("timeout", node.timeout), ("decide", node.decide)):
+        if value is not None:
+            out[key] = value
+    if node.foreach_text:
+        out["as"] = node.as_
+    if node.on_error != "fail":
+        out["on_error"] = node.on_error
+    if node.retry is not None:
+        r = node.retry
+        out["retry"] = {"attempts": r.attempts, "delay": r.delay, "backoff": r.backoff, "max_delay": r.max_delay}
+    if node.params:
+        out["params"] = {name: {"value": value.data, "templates": len(value.templates)} for name, value in node.params.items()}
+    if node.children:
+        out["then" if node.kind == "if" else "steps"] = [_node_json(c) for c in node.children]
+    if node.else_:
+        out["else"] = [_node_json(c) for c in node.else_]
+    return out
+
+
+def to_json(graph: ExecutionGraph) -> str:
+    flow = _flow(graph)
+    data = {
+        "file": graph.file,
+        "chain": graph.name,
+        "limits": {"max_steps": graph.max_steps, "max_depth": graph.max_depth, "timeout": graph.timeout,
+                   "max_parallel": graph.max_parallel},
+        "allow": list(graph.allow) if graph.allow is not None else None,
+        "hooks": list(graph.hooks),
+        "steps": [_node_json(n) for n in graph.nodes],
+        "outputs": sorted(graph.outputs),
+        "edges": [{"from": a, "to": b, "label": label} for a, b, label in flow.edges],
+    }
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+RENDERERS = {"mermaid": to_mermaid, "dot": to_dot, "json": to_json}

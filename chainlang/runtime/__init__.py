@@ -1,0 +1,1 @@
+"""The run side: compiled graphs, the interpreter, decide models, transcripts."""

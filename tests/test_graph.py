@@ -1,0 +1,141 @@
+"""The compile stage and `chainlang graph`: structure, formats, compiled values, hook order."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chainlang.api import check_files, default_registry
+from chainlang.compile import compile_chain, hook_order
+from chainlang.expr import DataResolver
+from chainlang.graph_render import to_dot, to_json, to_mermaid
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compiled(tmp_path: Path, text: str, name: str = "x.chain.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    result = check_files([str(path)], registry=default_registry())
+    assert result.ok, [str(d) for d in result.diagnostics]
+    return result.chains[0], compile_chain(result.chains[0])
+
+
+CHAIN = """\
+chain: demo.flow
+steps:
+  - tools.now
+  - [memory.search, task.list]
+  - if: "tools.now.hour < 12"
+    then:
+      - user.notify: {message: "morning {tools.now.time}"}
+    else:
+      - user.notify: {message: afternoon}
+  - id: each
+    foreach: "[1, 2]"
+    as: n
+    retry: {attempts: 2}
+    event: user.notify
+    params: {message: "n={n}", title: fixed}
+outputs:
+  when: "{tools.now.iso}"
+"""
+
+
+def test_mermaid_golden(tmp_path: Path) -> None:
+    _, graph = compiled(tmp_path, CHAIN)
+    assert to_mermaid(graph) == """\
+flowchart TD
+    begin(["start"])
+    s1["tools.now"]
+    s2[["parallel"]]
+    s2_1["memory.search"]
+    s2_2["task.list"]
+    s2_join(("end parallel"))
+    s3{"if tools.now.hour < 12"}
+    s3_then_1["user.notify"]
+    s3_else_1["user.notify"]
+    s4["each: user.notify<br/>foreach n in [1, 2]<br/>retry x2"]
+    finish(["end"])
+    begin --> s1
+    s1 --> s2
+    s2 --> s2_1
+    s2 --> s2_2
+    s2_1 --> s2_join
+    s2_2 --> s2_join
+    s2_join --> s3
+    s3 -->|then| s3_then_1
+    s3 -->|else| s3_else_1
+    s3_then_1 --> s4
+    s3_else_1 --> s4
+    s4 --> finish"""
+
+
+def test_dot_and_json_describe_the_same_graph(tmp_path: Path) -> None:
+    _, graph = compiled(tmp_path, CHAIN)
+    dot = to_dot(graph)
+    assert dot.startswith("digraph chain {") and dot.endswith("}")
+    assert dot.count(" -> ") == 12
+    data = json.loads(to_json(graph))
+    assert data["chain"] == "demo.flow"
+    assert [s["path"] for s in data["steps"]] == ["1", "2", "3", "4"]
+    assert data["steps"][3]["retry"]["attempts"] == 2 and data["steps"][3]["as"] == "n"
+    assert len(data["edges"]) == 12
+
+
+def test_compiled_expressions_and_values_evaluate(tmp_path: Path) -> None:
+    _, graph = compiled(tmp_path, CHAIN)
+    cond = graph.nodes[2].condition
+    assert cond is not None
+    hour = DataResolver({"tools": {"now": {"hour": 9}}})
+    assert cond(hour) is True
+    params = graph.nodes[3].params
+    assert params["title"].render(hour) == "fixed"  # literal: no work
+    assert params["message"].render(DataResolver({"n": 2})) == "n=2"
+    assert graph.outputs["when"].render(DataResolver({"tools": {"now": {"iso": "2024-01-01T00:00:00+00:00"}}})) \
+        == "2024-01-01T00:00:00+00:00"
+
+
+def test_nested_templates_render_into_a_copy(tmp_path: Path) -> None:
+    _, graph = compiled(tmp_path, 'steps:\n  - tools.now\n  - task.list: {filter: {due: "{tools.now.date}", tags: [a, "{tools.now.weekday}"]}}\n')
+    value = graph.nodes[1].params["filter"]
+    resolve = DataResolver({"tools": {"now": {"date": "2024-01-15", "weekday": "Monday"}}})
+    assert value.render(resolve) == {"due": "2024-01-15", "tags": ["a", "Monday"]}
+    assert value.data == {"due": "{tools.now.date}", "tags": ["a", "{tools.now.weekday}"]}  # untouched
+
+
+def test_hook_order_priority_then_after_then_file_order(tmp_path: Path) -> None:
+    chain, graph = compiled(tmp_path, """\
+steps: [tools.now]
+hooks:
+  - {id: a, trigger: post:tools.now, action: [user.notify: {message: a}]}
+  - {id: b, trigger: post:tools.now, priority: 5, after: [c], action: [user.notify: {message: b}]}
+  - {id: c, trigger: post:tools.now, action: [user.notify: {message: c}]}
+  - {id: d, trigger: post:tools.now, priority: 5, action: [user.notify: {message: d}]}
+""")
+    assert hook_order(chain) == ["d", "a", "c", "b"]
+    assert graph.hooks == ("d", "a", "c", "b")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env={"NO_COLOR": "1", "PATH": ""})
+
+
+@pytest.mark.parametrize("fmt", ["mermaid", "dot", "json"])
+def test_cli_graph_of_every_example(fmt: str) -> None:
+    for path in sorted((REPO / "examples").rglob("*.chain.yaml")):
+        proc = run_cli("graph", "--format", fmt, str(path.relative_to(REPO)))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip()
+
+
+def test_cli_graph_refuses_a_chain_with_errors() -> None:
+    proc = run_cli("graph", "tests/chains/err/ref-forward.chain.yaml")
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert "[CL023 ref-forward]" in proc.stderr
