@@ -15,7 +15,6 @@ from chainlang import rules
 from chainlang.checks.base import CheckContext, suggestion
 from chainlang.expr import types as T
 from chainlang.model.nodes import EventStep, walk_steps
-from chainlang.schema_validation import iter_errors, validator_for
 
 RULES = (rules.PARAM_SCHEMA, rules.MISSING_PARAM)
 
@@ -46,7 +45,12 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
     instance = {name: (_PLACEHOLDER if name in opaque else value.data) for name, value in step.params.items()
                 if not closed or name in props}
     missing: list[str] = []
-    for error in iter_errors(_validator_for(schema), instance):
+    errors: list[Any] = []
+    if not _trivially_valid(schema, instance):
+        from chainlang.schema_validation import iter_errors  # jsonschema is imported only when needed
+
+        errors = iter_errors(_validator_for(schema), instance)
+    for error in errors:
         if not error.path and error.validator == "required":
             wanted: list[str] = list(error.validator_value)  # type: ignore[arg-type]
             missing.extend(r for r in wanted if r not in instance and r not in missing)
@@ -75,6 +79,14 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
         plural = "s" if len(missing) > 1 else ""
         ctx.report(rules.MISSING_PARAM, f"{step.event} is missing required param{plural} {names}; the decide model will be asked for "
                    f"{'them' if plural else 'it'} at run time", step.event_node or step.node, f"pass {names} to run without the decide model")
+
+
+_PLAIN_OBJECT_KEYS = frozenset({"type", "properties", "additionalProperties", "description", "title", "$schema"})
+
+
+def _trivially_valid(schema: dict[str, Any], instance: dict[str, Any]) -> bool:
+    """No params against a schema that requires nothing: nothing to validate (and no jsonschema import)."""
+    return not instance and schema.keys() <= _PLAIN_OBJECT_KEYS and schema.get("type", "object") == "object"
 
 
 class _Placeholder:
@@ -175,6 +187,8 @@ def _validator(schema_json: str) -> Any:
     """One validator per distinct schema, built once. Unknown params are reported above,
     with a did-you-mean, so the top-level additionalProperties is left out here."""
     import json
+
+    from chainlang.schema_validation import validator_for
 
     schema = json.loads(schema_json)
     schema.pop("additionalProperties", None)

@@ -1,0 +1,720 @@
+"""The durable transcript of a run: one JSON object per line, appended as it happens.
+
+The transcript is the run's audit path and the only thing `chainlang resume` needs
+(LANGUAGE.md §9). Three pieces live here:
+
+- `TranscriptWriter` appends records. Each line is handed to the operating system with a
+  single `write(2)` before `write()` returns, so a crash of the process (even SIGKILL)
+  loses no line that `write()` returned for. Power loss or a kernel crash can still lose
+  the tail of the file unless the writer was opened with `durable=True`, which adds an
+  `os.fsync` after every line (and of the parent directory when the file is created);
+  that costs a disk flush per line and is off by default.
+- `read_transcript()` parses a transcript back into a `Transcript`: the run's start and
+  finish records, the last attempt of every step, the recorded clock readings and decide
+  answers. A last line cut off by a crash is tolerated and reported (`torn_tail`); any
+  other damage raises `TranscriptError` naming the line.
+- `idempotency_key()` derives the stable key passed to a tool for one step attempt.
+
+Record format. Every line is a JSON object (UTF-8, compact separators) whose first four
+members are the envelope:
+
+    {"type":"step_started","run_id":"r1","seq":7,"ts":"2025-01-02T03:04:05.678Z",...}
+
+- `type`: one of `RECORD_TYPES`.
+- `run_id`: the same on every line of a file.
+- `seq`: 1 for the first line, then +1 per line; a writer reopening an existing transcript
+  (resume) continues after the last recorded `seq`. Readers require it to increase.
+- `ts`: wall-clock time of the write, ISO 8601 UTC with milliseconds. It is for audit
+  only; the *run* clock (which `--now` can pin) is recorded in `clock` records.
+
+Fields per type, as enforced by the writer and the reader (any other fields are free):
+
+- `step_started`, `step_progress`, `step_finished`: `step` (the stable step path, e.g.
+  `"3.1"`) and `event` (the event name), both non-empty strings. Every `step_started`
+  begins a new attempt of that step; a `step_finished` must follow a `step_started` of the
+  same step and closes that attempt (once).
+- `decide`: `step` (the step whose decide-model answer this is).
+- `clock`: `value`, a string (the ISO 8601 reading the run consumed).
+- `run_started`, `hook_fired`, `run_finished`: no required fields. The first line of a
+  transcript must be `run_started`; a later `run_started` (a resumption that chose to
+  mark itself) is allowed and re-opens the run.
+
+Secrets never reach the file: every string in the fields (dict keys and values, at any
+depth) has each occurrence of a registered secret replaced by `***`, and a number whose
+JSON text contains a secret is replaced by the string `***`. The envelope (`type`,
+`run_id`, `seq`, `ts`) is not redacted. Secrets must be at least
+`MIN_SECRET_LENGTH` characters: masking shorter strings would shred the transcript. A
+secret learned during the run must be registered with `add_secret()` before any value
+containing it is written: lines already written are not rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "RECORD_TYPES",
+    "REDACTED",
+    "StepRecord",
+    "Transcript",
+    "TranscriptError",
+    "TranscriptWriter",
+    "idempotency_key",
+    "read_transcript",
+]
+
+RECORD_TYPES: frozenset[str] = frozenset(
+    {
+        "run_started",
+        "step_started",
+        "step_progress",
+        "decide",
+        "hook_fired",
+        "step_finished",
+        "run_finished",
+        "clock",
+    }
+)
+
+#: What a secret is replaced with.
+REDACTED = "***"
+
+#: Secrets shorter than this are refused: redacting e.g. every "a" would destroy the transcript.
+MIN_SECRET_LENGTH = 4
+
+_STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
+_ENVELOPE = ("type", "run_id", "seq", "ts")
+_RESERVED_FIELDS = frozenset(_ENVELOPE)
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
+class TranscriptError(Exception):
+    """A transcript that cannot be trusted: corrupt line, missing `run_started`, mixed run ids,
+    `seq` not increasing, a step finished that never started. The message names the line."""
+
+
+# --------------------------------------------------------------------------- idempotency
+
+
+def idempotency_key(run_id: str, step: str, attempt: int) -> str:
+    """The idempotency key of one attempt of one step: 32 lowercase hex characters.
+
+    It is the first 128 bits of SHA-256 over the JSON text `[run_id, step, attempt]`
+    (compact separators, UTF-8), so it depends on exactly those three values: the same
+    run id, step path and attempt number give the same key in every process and on every
+    resume, and changing any of them gives a different key. Encoding the triple as JSON
+    keeps it unambiguous (`("a.b", "c")` and `("a", "b.c")` differ). `attempt` counts
+    from 1.
+    """
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError("idempotency_key: run_id must be a non-empty string")
+    if not isinstance(step, str) or not step:
+        raise ValueError("idempotency_key: step must be a non-empty string")
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise ValueError(f"idempotency_key: attempt must be an integer >= 1, got {attempt!r}")
+    text = json.dumps([run_id, step, attempt], separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------- JSON checks
+
+
+def _describe_path(path: list[str | int]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif out and part.isidentifier():
+            out += f".{part}"
+        elif not out and part.isidentifier():
+            out = part
+        else:
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"
+    return out
+
+
+def _is_plain_json(value: Any) -> bool:
+    """Fast check (exact builtin types only) that `value` is plain JSON; False means "look closer"."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _is_plain_json(item):
+                return False
+        return True
+    if t is list or t is tuple:
+        for item in value:
+            if not _is_plain_json(item):
+                return False
+        return True
+    if t is float:
+        return bool(-math.inf < value < math.inf)
+    return False
+
+
+def _find_non_json(value: Any, path: list[str | int]) -> tuple[list[str | int], str] | None:
+    """The first place in `value` that is not plain JSON, with why; None when all of it is."""
+    t = type(value)
+    if t is float or isinstance(value, float):
+        if not -math.inf < value < math.inf:
+            return path, f"{value!r} is not a JSON number"
+        return None
+    if t in _SCALARS or isinstance(value, (str, int)):
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _find_non_json(item, [*path, i])
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return path, f"has a {type(key).__name__} key; JSON object keys are strings"
+            found = _find_non_json(item, [*path, key])
+            if found is not None:
+                return found
+        return None
+    return path, f"is a {t.__module__}.{t.__qualname__}, not a JSON value"
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+class _Redactor:
+    """Masks registered secrets in strings; built so that 'no secret present' is one C search."""
+
+    def __init__(self) -> None:
+        self.secrets: list[str] = []  # longest first
+        self._raw: re.Pattern[str] | None = None  # finds any secret in a Python string
+        self._encoded: re.Pattern[str] | None = None  # finds any secret in compact JSON text
+
+    def add(self, secret: object) -> None:
+        if not isinstance(secret, str):
+            raise TypeError(f"a secret must be a string, not {type(secret).__name__}")
+        if len(secret) < MIN_SECRET_LENGTH:
+            # never echo the value: it is a secret
+            raise ValueError(
+                f"refusing a secret of {len(secret)} character(s): secrets shorter than "
+                f"{MIN_SECRET_LENGTH} characters cannot be redacted without destroying the transcript"
+            )
+        if secret in self.secrets:
+            return
+        self.secrets.append(secret)
+        self.secrets.sort(key=len, reverse=True)
+        self._raw = re.compile("|".join(re.escape(s) for s in self.secrets))
+        # JSON escaping maps each character to a fixed sequence, so a string containing a
+        # secret serializes to text containing the secret's serialized form.
+        self._encoded = re.compile(
+            "|".join(re.escape(json.dumps(s, ensure_ascii=False)[1:-1]) for s in self.secrets)
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def line_may_leak(self, line: str) -> bool:
+        return self._encoded is not None and self._encoded.search(line) is not None
+
+    def mask(self, text: str) -> str:
+        """`text` with every occurrence of every secret replaced by `***`.
+
+        Overlapping or adjacent occurrences (of one secret or of several) are merged into a
+        single `***`, so no fragment of a secret survives whichever one matched first.
+        """
+        if self._raw is None or self._raw.search(text) is None:
+            return text
+        spans: list[tuple[int, int]] = []
+        for secret in self.secrets:
+            start = text.find(secret)
+            while start != -1:
+                spans.append((start, start + len(secret)))
+                start = text.find(secret, start + 1)
+        spans.sort()
+        out: list[str] = []
+        pos = 0
+        cur_start, cur_end = spans[0]
+        for start, end in spans[1:]:
+            if start <= cur_end:
+                cur_end = max(cur_end, end)
+            else:
+                out.append(text[pos:cur_start])
+                out.append(REDACTED)
+                pos = cur_end
+                cur_start, cur_end = start, end
+        out.append(text[pos:cur_start])
+        out.append(REDACTED)
+        out.append(text[cur_end:])
+        return "".join(out)
+
+    def redact(self, value: Any) -> Any:
+        """A copy of the JSON value `value` with secrets masked in keys and values."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, (int, float)):
+            # the text json.dumps writes for it
+            text = int.__repr__(value) if isinstance(value, int) else float.__repr__(value)
+            return REDACTED if self._raw is not None and self._raw.search(text) else value
+        if isinstance(value, (list, tuple)):
+            return [self.redact(item) for item in value]
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                new_key = self.mask(key) if isinstance(key, str) else key
+                if new_key in out:  # two keys that differ only in secrets: keep both
+                    n = 2
+                    while f"{new_key}#{n}" in out:
+                        n += 1
+                    new_key = f"{new_key}#{n}"
+                out[new_key] = self.redact(item)
+            return out
+        return value
+
+
+# --------------------------------------------------------------------------- writer
+
+
+class _UtcStamp:
+    """ISO 8601 UTC timestamps with milliseconds; the per-second prefix is cached."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self) -> str:
+        ns = time.time_ns()
+        second, rest = divmod(ns, 1_000_000_000)
+        if second != self._second:
+            self._second = second
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._prefix}.{rest // 1_000_000:03d}Z"
+
+
+class TranscriptWriter:
+    """Appends records to the transcript at `path` (see the module docstring for the format).
+
+    Opening an existing transcript resumes it: the file must belong to the same `run_id`
+    (else `ValueError`), and `seq` continues after its last record. A last line torn by a
+    crash is cut off first (`repaired_torn_tail` is then True), so new lines never glue
+    onto a fragment. Parent directories are created as needed.
+
+    `write()` is thread-safe. Each line reaches the OS in one `write(2)` before `write()`
+    returns; with `durable=True` it is also `fsync`ed.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        run_id: str,
+        secrets: Iterable[str] = (),
+        *,
+        durable: bool = False,
+    ) -> None:
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError("run_id must be a non-empty string")
+        self.path = Path(path)
+        self.run_id = run_id
+        self.durable = durable
+        self._redactor = _Redactor()
+        for secret in secrets:
+            self._redactor.add(secret)
+        self._lock = threading.Lock()
+        self._stamp = _UtcStamp()
+        self._encode_envelope = json.JSONEncoder(
+            ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode
+        self.resumed = False
+        self.repaired_torn_tail = False
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        existed = self.path.exists()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self.path, flags, 0o666)
+        try:
+            self._seq, self._size = self._recover(fd)
+            if durable and not existed:
+                _fsync_dir(self.path.parent)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd
+
+    def _recover(self, fd: int) -> tuple[int, int]:
+        """Validate an existing transcript, repair its tail; return (last seq, size)."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if not data:
+            return 0, 0
+        parsed = _parse(data, self.path)
+        if parsed.records:
+            run_id = parsed.records[0][1]["run_id"]
+            if run_id != self.run_id:
+                raise ValueError(
+                    f"{self.path} is the transcript of run {run_id!r}, not of run {self.run_id!r}"
+                )
+        if parsed.cut_at is not None:
+            os.ftruncate(fd, parsed.cut_at)
+            self.repaired_torn_tail = True
+            data = data[: parsed.cut_at]
+        elif not data.endswith(b"\n"):
+            # a complete record whose newline was lost: terminate it
+            _write_all(fd, b"\n")
+            data += b"\n"
+        if self.durable:
+            os.fsync(fd)
+        if not parsed.records:
+            return 0, len(data)
+        self.resumed = True
+        return int(parsed.records[-1][1]["seq"]), len(data)
+
+    # -- public API
+
+    @property
+    def last_seq(self) -> int:
+        """The `seq` of the last line in the file (0 when it is empty)."""
+        return self._seq
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def add_secret(self, value: str) -> None:
+        """Register a secret learned during the run; later lines have it masked."""
+        with self._lock:
+            self._redactor.add(value)
+
+    def write(self, type: str, **fields: Any) -> dict[str, Any]:
+        """Append one record and return it as written (after redaction).
+
+        Raises `ValueError` for an unknown type, a missing or empty required field, or a
+        field named like the envelope (`run_id`, `seq`, `ts`); `TypeError` (naming the
+        field) for a value that is not plain JSON — str, int, finite float, bool, None,
+        list/tuple, dict with str keys.
+        """
+        if type not in RECORD_TYPES:
+            raise ValueError(
+                f"unknown transcript record type {type!r}; expected one of {', '.join(sorted(RECORD_TYPES))}"
+            )
+        if _RESERVED_FIELDS.intersection(fields):
+            bad = sorted(_RESERVED_FIELDS.intersection(fields))
+            raise ValueError(f"{type} record: {', '.join(bad)} is set by the writer, not a field")
+        _check_required(type, fields)
+        with self._lock:
+            fd = self._fd
+            if fd is None:
+                raise ValueError(f"transcript {self.path} is closed")
+            seq = self._seq + 1
+            record: dict[str, Any] = {"type": type, "run_id": self.run_id, "seq": seq, "ts": self._stamp()}
+            record.update(fields)
+            line = self._encode(record, fields)
+            if self._redactor and self._redactor.line_may_leak(line):
+                record = {**{k: record[k] for k in _ENVELOPE}, **self._redactor.redact(fields)}
+                line = self._encode_envelope(record) + "\n"
+            data = _to_utf8(line, record)
+            try:
+                _write_all(fd, data)
+                if self.durable:
+                    os.fsync(fd)
+            except BaseException:
+                # never leave half a line behind: the next line would glue onto it
+                try:
+                    os.ftruncate(fd, self._size)
+                except OSError:
+                    pass
+                raise
+            self._size += len(data)
+            self._seq = seq
+            return record
+
+    def close(self) -> None:
+        """Close the file (idempotent). Writing afterwards raises `ValueError`."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __enter__(self) -> TranscriptWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._fd is None else f"seq={self._seq}"
+        return f"TranscriptWriter({str(self.path)!r}, run_id={self.run_id!r}, {state})"
+
+    # -- internals
+
+    def _encode(self, record: dict[str, Any], fields: dict[str, Any]) -> str:
+        # json.dumps alone would turn int keys into strings and NaN into invalid JSON
+        found = None if _is_plain_json(fields) else _find_non_json(fields, [])
+        if found is not None:
+            path, why = found
+            where = self._redactor.mask(_describe_path(path)) if path else "?"
+            raise TypeError(
+                f"{record['type']} record: field {where!r} {why} (transcript values must be plain JSON)"
+            )
+        try:
+            return self._encode_envelope(record) + "\n"
+        except (TypeError, ValueError) as exc:  # pragma: no cover - _find_non_json catches these
+            raise TypeError(f"{record['type']} record: {exc}") from None
+
+
+def _to_utf8(line: str, record: dict[str, Any]) -> bytes:
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:
+        # a lone surrogate in some string: \u-escape it instead (still valid, round-trips)
+        return (
+            json.dumps(record, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n"
+        ).encode("ascii")
+
+
+def _check_required(type: str, fields: dict[str, Any]) -> None:
+    if type in _STEP_TYPES:
+        required: tuple[str, ...] = ("step", "event")
+    elif type == "decide":
+        required = ("step",)
+    elif type == "clock":
+        required = ("value",)
+    else:
+        return
+    for name in required:
+        value = fields.get(name)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{type} record needs {name!r}: a non-empty string")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(dfd)
+
+
+# --------------------------------------------------------------------------- reader
+
+
+@dataclass
+class StepRecord:
+    """One step path in a transcript: its LAST attempt.
+
+    `started` is that attempt's `step_started` record, `finished` its `step_finished`
+    record or None (the attempt was interrupted), `attempts` how many `step_started`
+    records the step has.
+    """
+
+    step: str
+    started: dict[str, Any]
+    finished: dict[str, Any] | None = None
+    attempts: int = 1
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+
+@dataclass
+class Transcript:
+    """A parsed transcript (see `read_transcript`)."""
+
+    path: Path
+    run_id: str
+    #: the first `run_started` record (chain path, inputs, options such as the pinned clock)
+    started: dict[str, Any]
+    #: the `run_finished` record, or None when the run has not finished (since its last start)
+    finished: dict[str, Any] | None
+    #: by step path, in order of first start
+    steps: dict[str, StepRecord]
+    #: `value` of every `clock` record, in order
+    clock_readings: list[str]
+    #: `decide` records by step path, each list in order
+    decisions: dict[str, list[dict[str, Any]]]
+    #: `seq` of the last (complete) record
+    last_seq: int
+    #: True when the last line was cut off by a crash (it was ignored)
+    torn_tail: bool
+    #: every complete record, in order
+    records: list[dict[str, Any]] = field(repr=False)
+    #: later `run_started` records (resumptions that marked themselves), in order
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+
+    def unfinished(self) -> list[StepRecord]:
+        """Steps whose last attempt started but has no `step_finished`, in order of first start."""
+        return [s for s in self.steps.values() if s.finished is None]
+
+
+@dataclass
+class _Parsed:
+    #: (line number, record) of every complete line
+    records: list[tuple[int, dict[str, Any]]]
+    #: byte offset to cut the file at to drop a torn last line, or None
+    cut_at: int | None
+
+
+def _parse(data: bytes, source: Path) -> _Parsed:
+    """Split into records and check each one; tolerate only a torn final line."""
+    lines = data.split(b"\n")
+    # `lines[-1]` is what follows the last newline: empty for a clean file
+    tail = lines.pop()
+    records: list[tuple[int, dict[str, Any]]] = []
+    cut_at: int | None = None
+    for number, raw in enumerate(lines, start=1):
+        records.append((number, _load_line(raw, number, source)))
+    if tail:
+        try:
+            json.loads(tail.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError is a ValueError too
+            # an unterminated, unparsable last line: the write a crash interrupted. (No
+            # proper prefix of a JSON object line is itself a JSON value.)
+            cut_at = len(data) - len(tail)
+        else:
+            # complete, only its newline is missing: it must be a valid record
+            records.append((len(lines) + 1, _load_line(tail, len(lines) + 1, source)))
+    _check_sequence(records, source)
+    return _Parsed(records, cut_at)
+
+
+def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
+    where = f"{source}:{number}"
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TranscriptError(f"{where}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise TranscriptError(f"{where}: not a JSON line ({exc})") from None
+    if not isinstance(value, dict):
+        raise TranscriptError(f"{where}: expected a JSON object, got {_json_kind(value)}")
+    kind = value.get("type")
+    if kind not in RECORD_TYPES:
+        raise TranscriptError(f"{where}: unknown record type {kind!r}")
+    if not isinstance(value.get("run_id"), str):
+        raise TranscriptError(f"{where}: {kind} record without a string run_id")
+    seq = value.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise TranscriptError(f"{where}: {kind} record without an integer seq")
+    if not isinstance(value.get("ts"), str):
+        raise TranscriptError(f"{where}: {kind} record without a string ts")
+    try:
+        _check_required(kind, value)
+    except ValueError as exc:
+        raise TranscriptError(f"{where}: {exc}") from None
+    return value
+
+
+def _json_kind(value: object) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _check_sequence(records: list[tuple[int, dict[str, Any]]], source: Path) -> None:
+    if not records:
+        return
+    first = records[0][1]
+    run_id = first["run_id"]
+    last_seq: int | None = None
+    for number, rec in records:
+        where = f"{source}:{number}"
+        if rec["run_id"] != run_id:
+            raise TranscriptError(
+                f"{where}: record of run {rec['run_id']!r} in the transcript of run {run_id!r}"
+            )
+        if last_seq is not None and rec["seq"] <= last_seq:
+            raise TranscriptError(f"{where}: seq {rec['seq']} does not follow seq {last_seq}")
+        last_seq = rec["seq"]
+    if first["type"] != "run_started":
+        raise TranscriptError(f"{source}:1: the first record is {first['type']}, not run_started")
+
+
+def read_transcript(path: str | os.PathLike[str]) -> Transcript:
+    """Parse the transcript at `path`.
+
+    A last line without a newline that is not a complete JSON record is the write a crash
+    interrupted: it is ignored and `torn_tail` is True (an unterminated last line that *is*
+    a complete record is kept). Everything else that is wrong raises `TranscriptError`
+    with `path:line`: a line that is not a JSON object or lacks the envelope or a required
+    field, an unknown type, no `run_started` first, a second run id, `seq` not increasing,
+    a `step_finished` without a `step_started` of that step, or a step attempt finished
+    twice. A missing or unreadable file raises `OSError`.
+    """
+    source = Path(path)
+    data = source.read_bytes()
+    parsed = _parse(data, source)
+    if not parsed.records:
+        raise TranscriptError(f"{source}: no run_started record (the transcript is empty)")
+    records = [rec for _, rec in parsed.records]
+    started = records[0]
+    restarts: list[dict[str, Any]] = []
+    finished: dict[str, Any] | None = None
+    steps: dict[str, StepRecord] = {}
+    clock: list[str] = []
+    decisions: dict[str, list[dict[str, Any]]] = {}
+    for number, rec in parsed.records:
+        kind = rec["type"]
+        if kind == "step_started":
+            entry = steps.get(rec["step"])
+            if entry is None:
+                steps[rec["step"]] = StepRecord(rec["step"], rec)
+            else:
+                entry.started, entry.finished = rec, None
+                entry.attempts += 1
+        elif kind == "step_finished":
+            entry = steps.get(rec["step"])
+            if entry is None:
+                raise TranscriptError(
+                    f"{source}:{number}: step {rec['step']} finished but never started"
+                )
+            if entry.finished is not None:
+                raise TranscriptError(
+                    f"{source}:{number}: step {rec['step']} finished twice in one attempt "
+                    f"(first at seq {entry.finished['seq']})"
+                )
+            entry.finished = rec
+        elif kind == "decide":
+            decisions.setdefault(rec["step"], []).append(rec)
+        elif kind == "clock":
+            clock.append(rec["value"])
+        elif kind == "run_finished":
+            finished = rec
+        elif kind == "run_started" and rec is not started:
+            restarts.append(rec)
+            finished = None
+    return Transcript(
+        path=source,
+        run_id=started["run_id"],
+        started=started,
+        finished=finished,
+        steps=steps,
+        clock_readings=clock,
+        decisions=decisions,
+        last_seq=records[-1]["seq"],
+        torn_tail=parsed.cut_at is not None,
+        records=records,
+        restarts=restarts,
+    )
