@@ -52,7 +52,7 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
         errors = iter_errors(_validator_for(schema), instance)
     for error in errors:
         if not error.path and error.validator == "required":
-            wanted: list[str] = list(error.validator_value)  # type: ignore[arg-type]
+            wanted: list[str] = list(error.validator_value)
             missing.extend(r for r in wanted if r not in instance and r not in missing)
             continue
         param = str(error.path[0]) if error.path else None

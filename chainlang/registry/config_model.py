@@ -16,7 +16,9 @@ api_key_env = "OPENAI_API_KEY"              # the NAME of the variable holding t
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class DecideConfig(BaseModel):
@@ -33,6 +35,25 @@ class DecideConfig(BaseModel):
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="name of the environment variable that holds the API key",
     )
+    fallback: Literal["fail", "skip", "break"] = Field(
+        default="fail",
+        description="what a step gets when no decider can decide: fail (the step fails), skip, or break",
+    )
+    timeout: str = Field(default="60s", description="how long to wait for the model's answer: a duration, e.g. 30s or 2m")
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout_is_a_duration(cls, value: Any) -> Any:
+        from chainlang.durations import DURATION_HINT, parse_duration
+
+        if isinstance(value, bool) or not isinstance(value, str):
+            raise ValueError(f"must be a duration in quotes, e.g. \"30s\"; {DURATION_HINT}")
+        seconds = parse_duration(value)
+        if seconds is None:
+            raise ValueError(f"{value!r} is not a duration; {DURATION_HINT}")
+        if not 0 < seconds <= 600:
+            raise ValueError(f"{value!r} is out of range: more than 0 and at most 10m")
+        return value
 
 
 class ConfigFile(BaseModel):

@@ -1,0 +1,574 @@
+"""The decide model (LANGUAGE.md §5): the embedded decider, the model decider against a
+small OpenAI-protocol server started here, the chain of deciders and its fallbacks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chainlang.registry.config import load_config
+from chainlang.registry.config_model import DecideConfig
+from chainlang.registry.errors import ConfigError
+from chainlang.runtime.decide import (
+    DECISION_SCHEMA,
+    ChainedDecider,
+    DecideRequest,
+    Decider,
+    DeciderConfigError,
+    Decision,
+    DecisionNeeded,
+    EmbeddedDecider,
+    ModelDecider,
+    Undecided,
+    decider_from_config,
+    repair_params,
+    validate_params,
+)
+from chainlang.schema_validation import validator_for
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "default": ""},
+        "days": {"type": "integer", "default": 7},
+        "ratio": {"type": "number"},
+        "unread": {"type": "boolean", "default": False},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "counts": {"type": "array", "items": {"type": "integer"}},
+        "attendees": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}], "default": None},
+        "title": {"type": "string"},
+    },
+    "required": ["days"],
+    "additionalProperties": False,
+}
+
+
+def request(params: dict[str, Any], schema: dict[str, Any] = SCHEMA, condition: str | None = None,
+            context: dict[str, Any] | None = None) -> DecideRequest:
+    return DecideRequest(
+        event="email.search",
+        description="Search the mailbox.",
+        params_schema=schema,
+        params=params,
+        errors=validate_params(schema, params),
+        condition=condition,
+        context=context if context is not None else {},
+    )
+
+
+def embedded(req: DecideRequest) -> Decision:
+    return asyncio.run(EmbeddedDecider().decide(req))
+
+
+# -- validate_params ------------------------------------------------------------------------
+
+
+def test_validate_params_messages_name_the_param() -> None:
+    messages = validate_params(SCHEMA, {"days": "three", "extra": 1})
+    assert "days: 'three' is not of type 'integer'" in messages
+    assert any("'extra' was unexpected" in m for m in messages)
+    assert validate_params(SCHEMA, {"days": 3}) == []
+
+
+def test_validate_params_never_fetches_a_ref() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "http://example.com/schema.json"}}}
+    assert validate_params(schema, {"a": 1}) == []  # unresolvable: validates nothing, fetches nothing
+
+
+# -- the embedded decider: repairs --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"days": "3"}, {"days": 3}),
+        ({"days": 3, "ratio": "3.5"}, {"days": 3, "ratio": 3.5}),
+        ({"days": 3, "ratio": "2"}, {"days": 3, "ratio": 2}),
+        ({"days": 3, "unread": "true"}, {"days": 3, "unread": True}),
+        ({"days": 3, "unread": "false"}, {"days": 3, "unread": False}),
+        ({"days": 3, "tags": "budget"}, {"days": 3, "tags": ["budget"]}),
+        ({"days": 3, "counts": "4"}, {"days": 3, "counts": [4]}),
+        ({"days": 3, "title": 12}, {"days": 3, "title": "12"}),
+        ({"days": 3, "title": 2.5}, {"days": 3, "title": "2.5"}),
+        ({"days": 3, "attendees": "Sarah"}, {"days": 3, "attendees": ["Sarah"]}),
+    ],
+)
+def test_embedded_coerces_obvious_types(given: dict[str, Any], expected: dict[str, Any]) -> None:
+    decision = embedded(request(given))
+    assert decision.action == "continue" and decision.source == "embedded"
+    assert decision.params is not None
+    assert {k: decision.params[k] for k in expected} == expected
+    assert type(decision.params["days"]) is int
+    assert validate_params(SCHEMA, decision.params) == []
+    assert "→" in decision.reason
+
+
+def test_embedded_fills_defaults() -> None:
+    decision = embedded(request({"query": "budget"}))
+    assert decision.action == "continue"
+    assert decision.params == {"query": "budget", "days": 7, "unread": False, "attendees": None}
+    assert "filled 'days' with its default 7" in decision.reason
+
+
+def test_embedded_drops_unknown_params_where_forbidden() -> None:
+    decision = embedded(request({"days": 1, "sender": "Sarah"}))
+    assert decision.action == "continue" and decision.params is not None
+    assert "sender" not in decision.params
+    assert "dropped unknown 'sender'" in decision.reason
+    open_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    kept = embedded(request({"n": "2", "sender": "Sarah"}, open_schema))
+    assert kept.params == {"n": 2, "sender": "Sarah"}
+
+
+def test_embedded_repairs_nested_objects_and_items() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "filter": {
+                "type": "object",
+                "properties": {"due": {"type": "string"}, "limit": {"type": "integer", "default": 10}},
+                "additionalProperties": False,
+            },
+            "slots": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+        },
+        "required": ["filter"],
+    }
+    decision = embedded(request({"filter": {"due": 20240115, "junk": 1}, "slots": [{"n": "1"}]}, schema))
+    assert decision.params == {"filter": {"due": "20240115", "limit": 10}, "slots": [{"n": 1}]}
+
+
+def test_embedded_does_not_touch_values_that_fit() -> None:
+    schema = {"type": "object", "properties": {"v": {"type": ["integer", "string"]}, "x": {"type": "integer"}}, "required": ["x"]}
+    decision = embedded(request({"v": "3", "x": "1"}, schema))
+    assert decision.params == {"v": "3", "x": 1}
+    repaired, notes = repair_params(SCHEMA, {"days": 3})
+    assert repaired == {"days": 3, "query": "", "unread": False, "attendees": None}  # only defaults
+    assert all(note.startswith("filled") for note in notes)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"days": "three"},  # not a number
+        {"days": "3.5"},  # not an integer
+        {"days": 3, "unread": "yes"},  # only true/false become booleans
+        {"days": 3, "ratio": "nan"},
+        {"days": 3, "tags": {"a": 1}},  # an object is not wrapped into a list
+        {"days": None},
+    ],
+)
+def test_embedded_still_invalid_is_undecided(params: dict[str, Any]) -> None:
+    with pytest.raises(Undecided, match="no obvious repair fixes them"):
+        embedded(request(params))
+
+
+def test_embedded_missing_required_without_default_is_undecided() -> None:
+    schema = {"type": "object", "properties": {"team": {"type": "string"}}, "required": ["team"]}
+    with pytest.raises(Undecided, match="'team' is a required property"):
+        embedded(request({}, schema))
+
+
+def test_embedded_valid_params_continue_unchanged() -> None:
+    decision = embedded(request({"days": 2}))
+    assert decision == Decision("continue", {"days": 2}, "the params are valid", "embedded")
+
+
+# -- the embedded decider: conditions ------------------------------------------------------
+
+CONTEXT = {"params": {"days": 2}, "steps": {"search": {"result": {"matches": [{"subject": "Q1 budget", "urgent": True}]}}}}
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "steps.search.result.matches | length > 0",
+        "params.days == 2",
+        "{steps.search.result.matches[0].urgent}",
+        "steps.search.result.matches[0].subject contains 'budget'",
+        "true",
+    ],
+)
+def test_expression_condition_true_continues(condition: str) -> None:
+    decision = embedded(request({"days": 2}, condition=condition, context=CONTEXT))
+    assert decision.action == "continue" and decision.params == {"days": 2}
+    assert "is true" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "condition",
+    ["steps.search.result.matches | length > 5", "params.days > 2", "not steps.search.result.matches[0].urgent",
+     "steps.search.result.missing"],
+)
+def test_expression_condition_false_skips(condition: str) -> None:
+    decision = embedded(request({"days": 2}, condition=condition, context=CONTEXT))
+    assert decision == Decision("skip", None, f"condition `{condition}` is false", "embedded")
+
+
+def test_false_condition_skips_even_with_invalid_params() -> None:
+    decision = embedded(request({"days": "many"}, condition="params.days == 3", context={"params": {"days": "many"}}))
+    assert decision.action == "skip"
+
+
+def test_true_condition_with_repairable_params() -> None:
+    decision = embedded(request({"days": "3"}, condition="params.days == '3'", context={"params": {"days": "3"}}))
+    assert decision.action == "continue" and decision.params == {"days": 3, "query": "", "unread": False, "attendees": None}
+    assert "is true" in decision.reason and "repaired" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("condition", "why"),
+    [
+        ("find next available slot", "not an expression"),
+        ("if any of these emails is urgent", "not an expression"),
+        ("urgent", "names 'urgent'"),  # parses, but names nothing the chain knows
+        ("steps.search.result.matches > 1", "cannot be evaluated"),  # a list compared with a number
+    ],
+)
+def test_condition_the_embedded_decider_cannot_judge(condition: str, why: str) -> None:
+    with pytest.raises(Undecided, match=why) as info:
+        embedded(request({"days": 2}, condition=condition, context=CONTEXT))
+    assert "\n" not in info.value.reason
+
+
+# -- the decision type ------------------------------------------------------------------------
+
+
+def test_decision_shapes() -> None:
+    with pytest.raises(ValueError):
+        Decision("continue", None)
+    with pytest.raises(ValueError):
+        Decision("skip", {})
+    with pytest.raises(ValueError):
+        Decision("retry", None)  # type: ignore[arg-type]
+    decision = Decision("continue", {"a": 1}, "why", "model")
+    assert decision.answer() == {"action": "continue", "params": {"a": 1}}
+    assert Decision.from_record(decision.to_record()) == decision
+    assert Decision("break", reason="r", source="fallback").answer() == {"action": "break"}
+    with pytest.raises(ValueError):
+        Decision.from_record({"action": "continue"})
+
+
+def test_decision_schema_is_draft7_and_takes_exactly_the_three_answers() -> None:
+    validator = validator_for(DECISION_SCHEMA)
+    validator.check_schema(DECISION_SCHEMA)
+    for good in ({"action": "continue", "params": {}}, {"action": "skip"}, {"action": "break"}):
+        assert validator.is_valid(good)
+    bad: list[Any] = [{"action": "continue"}, {"action": "skip", "params": {}}, {"action": "retry"}, [], "skip",
+                      {"action": "continue", "params": []}, {"action": "break", "why": "x"}]
+    for answer in bad:
+        assert not validator.is_valid(answer)
+
+
+# -- the model decider, against a local OpenAI-protocol server ----------------------------
+
+KEY = "sk-test-5e3c7a9d1f-never-shown"
+KEY_ENV = "CHAINLANG_TEST_DECIDE_KEY"
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    content: str | None = None  # choices[0].message.content; None: `body` is sent as it is
+    body: str = ""
+    delay: float = 0.0
+
+
+@dataclass
+class FakeEndpoint:
+    url: str = ""
+    replies: list[Reply] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def reply(self, content: str | dict[str, Any] | None = None, **kwargs: Any) -> None:
+        text = json.dumps(content) if isinstance(content, dict) else content
+        self.replies.append(Reply(content=text, **kwargs))
+
+
+@pytest.fixture()
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEndpoint]:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    state = FakeEndpoint()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length))
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            reply = state.replies.pop(0) if state.replies else Reply(status=500, body="no reply queued")
+            if reply.delay:
+                time.sleep(reply.delay)
+            if reply.content is not None:
+                payload = json.dumps({"id": "x", "object": "chat.completion", "model": body.get("model"),
+                                      "choices": [{"index": 0, "finish_reason": "stop",
+                                                   "message": {"role": "assistant", "content": reply.content}}]})
+            else:
+                payload = reply.body
+            data = payload.encode()
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client gave up (timeout test)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def model(endpoint: FakeEndpoint, timeout: float = 5.0, api_key_env: str | None = KEY_ENV) -> ModelDecider:
+    return ModelDecider(endpoint.url, "phi3", api_key_env, timeout)
+
+
+def ask(decider: Decider, req: DecideRequest | None = None) -> Decision:
+    return asyncio.run(decider.decide(req or request({"days": "soon"}, condition="find next available slot")))
+
+
+def test_model_request(endpoint: FakeEndpoint) -> None:
+    endpoint.reply({"action": "skip"})
+    ask(model(endpoint), request({"days": "soon"}, condition="find next available slot", context=CONTEXT))
+    (sent,) = endpoint.requests
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["headers"]["Authorization"] == f"Bearer {KEY}"
+    assert sent["headers"]["Content-Type"] == "application/json"
+    body = sent["body"]
+    assert body["model"] == "phi3"
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "decision", "schema": DECISION_SCHEMA, "strict": True},
+    }
+    system, user = body["messages"]
+    assert system["role"] == "system" and all(w in system["content"] for w in ('"continue"', '"skip"', '"break"'))
+    assert user["role"] == "user"
+    for part in ("email.search", "Search the mailbox.", '"days": "soon"', "days: 'soon' is not of type 'integer'",
+                 "find next available slot", '"Q1 budget"', '"additionalProperties": false'):
+        assert part in user["content"]
+    assert KEY not in json.dumps(body)
+
+
+def test_model_without_key_variable_sends_no_authorization(endpoint: FakeEndpoint) -> None:
+    endpoint.reply({"action": "break"})
+    ask(model(endpoint, api_key_env=None))
+    assert "Authorization" not in endpoint.requests[0]["headers"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"action": "continue", "params": {"days": 3}}, Decision("continue", {"days": 3}, "the decide model phi3 answered continue", "model")),
+        ({"action": "skip"}, Decision("skip", None, "the decide model phi3 answered skip", "model")),
+        ({"action": "break"}, Decision("break", None, "the decide model phi3 answered break", "model")),
+    ],
+)
+def test_model_answers(endpoint: FakeEndpoint, answer: dict[str, Any], expected: Decision) -> None:
+    endpoint.reply(answer)
+    assert ask(model(endpoint)) == expected
+
+
+def test_model_answer_in_a_code_fence_is_accepted(endpoint: FakeEndpoint) -> None:
+    endpoint.reply('```json\n{"action": "skip"}\n```')
+    assert ask(model(endpoint)).action == "skip"
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ('{"action": "continue"}', "not a decision"),
+        ('{"action": "retry"}', "not a decision"),
+        ('{"action": "skip", "params": {}}', "not a decision"),
+        ("sure, let's skip it", "not JSON"),
+        ("", "empty"),
+    ],
+)
+def test_model_invalid_answer_is_undecided(endpoint: FakeEndpoint, content: str, why: str) -> None:
+    endpoint.reply(content)
+    with pytest.raises(Undecided, match=why):
+        ask(model(endpoint))
+
+
+def test_model_endpoint_that_is_not_openai_compatible(endpoint: FakeEndpoint) -> None:
+    endpoint.replies.append(Reply(body='{"result": "skip"}'))
+    endpoint.replies.append(Reply(body="<html>hello</html>"))
+    with pytest.raises(Undecided, match=r"no choices\[0\]\.message"):
+        ask(model(endpoint))
+    with pytest.raises(Undecided, match="endpoint's answer is not JSON"):
+        ask(model(endpoint))
+
+
+def test_model_http_error_is_undecided(endpoint: FakeEndpoint) -> None:
+    endpoint.replies.append(Reply(status=500, body='{"error": "model not loaded"}'))
+    with pytest.raises(Undecided, match="answered HTTP 500.*model not loaded") as info:
+        ask(model(endpoint))
+    assert "\n" not in info.value.reason
+
+
+def test_model_redirect_is_refused(endpoint: FakeEndpoint) -> None:
+    endpoint.replies.append(Reply(status=302, body=""))
+    with pytest.raises(Undecided, match="HTTP 302"):
+        ask(model(endpoint))
+    assert len(endpoint.requests) == 1
+
+
+def test_model_timeout_is_undecided(endpoint: FakeEndpoint) -> None:
+    endpoint.reply({"action": "skip"}, delay=1.5)
+    started = time.monotonic()
+    with pytest.raises(Undecided, match=r"did not answer within 0\.3s"):
+        ask(model(endpoint, timeout=0.3))
+    assert time.monotonic() - started < 1.4
+
+
+def test_model_unreachable_is_undecided() -> None:
+    with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as server:
+        port = server.server_address[1]  # bound, then closed: nothing listens there
+    with pytest.raises(Undecided, match="cannot reach the decide model"):
+        ask(ModelDecider(f"http://127.0.0.1:{port}/v1", "phi3", None, 2.0))
+
+
+def test_model_missing_key_variable_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHAINLANG_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(DeciderConfigError, match="CHAINLANG_TEST_UNSET_KEY.*not set"):
+        ask(ModelDecider("http://127.0.0.1:9/v1", "phi3", "CHAINLANG_TEST_UNSET_KEY", 1.0))
+
+
+def test_model_config_is_checked() -> None:
+    with pytest.raises(DeciderConfigError, match="http:// or https://"):
+        ModelDecider("file:///etc/passwd", "phi3")
+    with pytest.raises(DeciderConfigError, match="model name"):
+        ModelDecider("http://localhost:11434/v1", "")
+
+
+def test_the_api_key_never_shows(endpoint: FakeEndpoint) -> None:
+    """Servers that echo the key back, in an error body or in the answer: it is redacted everywhere."""
+    texts: list[str] = []
+    endpoint.replies.append(Reply(status=401, body=f'{{"error": "bad key Bearer {KEY}"}}'))
+    endpoint.reply(f"not json {KEY}")
+    endpoint.reply({"action": "continue", "params": {"days": 3}, "echo": KEY})
+    endpoint.reply({"action": "skip"})
+    decider = model(endpoint)
+    for _ in range(3):
+        with pytest.raises(Undecided) as info:
+            ask(decider)
+        texts += [str(info.value), repr(info.value), info.value.reason]
+    decision = ask(decider)
+    texts += [repr(decision), json.dumps(decision.to_record()), repr(decider)]
+    chained = ChainedDecider(EmbeddedDecider(), decider, "fail")
+    endpoint.replies.append(Reply(status=403, body=KEY))
+    with pytest.raises(DecisionNeeded) as needed:
+        ask(chained)
+    texts += [str(needed.value), repr(needed.value), *needed.value.reasons, repr(chained)]
+    assert texts and all(KEY not in text for text in texts)
+    assert any("***" in text for text in texts)
+
+
+# -- the chain and its fallbacks ------------------------------------------------------------
+
+NATURAL = request({"days": 2}, condition="find next available slot")
+
+
+def test_chain_embedded_decides_first(endpoint: FakeEndpoint) -> None:
+    chained = ChainedDecider(EmbeddedDecider(), model(endpoint), "fail")
+    decision = asyncio.run(chained.decide(request({"days": "3"})))
+    assert decision.source == "embedded" and decision.params is not None and decision.params["days"] == 3
+    assert endpoint.requests == []
+
+
+def test_chain_asks_the_model_when_embedded_cannot(endpoint: FakeEndpoint) -> None:
+    endpoint.reply({"action": "continue", "params": {"days": 2, "title": "Budget"}})
+    decision = asyncio.run(ChainedDecider(EmbeddedDecider(), model(endpoint), "fail").decide(NATURAL))
+    assert decision.source == "model" and decision.params == {"days": 2, "title": "Budget"}
+
+
+def test_fallback_fail_says_how_to_configure_a_model() -> None:
+    with pytest.raises(DecisionNeeded) as info:
+        asyncio.run(ChainedDecider(EmbeddedDecider()).decide(NATURAL))
+    message = str(info.value)
+    assert message.startswith("email.search: a decide model is needed")
+    assert "find next available slot" in message
+    for part in ("chainlang.toml", "[decide]", "base_url =", "model =", "api_key_env =", 'fallback = "skip"'):
+        assert part in message
+    assert "\n" not in message
+    assert info.value.event == "email.search" and len(info.value.reasons) == 1
+
+
+def test_fallback_fail_after_the_model_failed(endpoint: FakeEndpoint) -> None:
+    endpoint.replies.append(Reply(status=500, body="boom"))
+    with pytest.raises(DecisionNeeded, match=r"neither the embedded decider nor the decide model.*HTTP 500.*\[decide\]"):
+        asyncio.run(ChainedDecider(EmbeddedDecider(), model(endpoint), "fail").decide(NATURAL))
+
+
+@pytest.mark.parametrize("fallback", ["skip", "break"])
+def test_fallback_skip_and_break(fallback: Any) -> None:
+    decision = asyncio.run(ChainedDecider(EmbeddedDecider(), None, fallback).decide(NATURAL))
+    assert decision.action == fallback and decision.params is None and decision.source == "fallback"
+    assert decision.reason.startswith(f"fallback {fallback}: the condition `find next available slot` is not an expression")
+
+
+def test_fallback_does_not_hide_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHAINLANG_TEST_UNSET_KEY", raising=False)
+    chained = ChainedDecider(EmbeddedDecider(), ModelDecider("http://127.0.0.1:9/v1", "m", "CHAINLANG_TEST_UNSET_KEY"), "skip")
+    with pytest.raises(DeciderConfigError):
+        asyncio.run(chained.decide(NATURAL))
+
+
+# -- building the chain from chainlang.toml ----------------------------------------------------
+
+
+def test_decider_from_config(tmp_path: Path) -> None:
+    plain = decider_from_config(None)
+    assert isinstance(plain.first, EmbeddedDecider) and plain.then is None and plain.fallback == "fail"
+
+    toml = tmp_path / "chainlang.toml"
+    toml.write_text('[decide]\nbase_url = "http://localhost:11434/v1/"\nmodel = "phi3"\n'
+                    'api_key_env = "OPENAI_API_KEY"\nfallback = "break"\ntimeout = "1m30s"\n')
+    chained = decider_from_config(load_config(toml))
+    assert isinstance(chained.then, ModelDecider) and chained.fallback == "break"
+    assert chained.then.url == "http://localhost:11434/v1/chat/completions"
+    assert chained.then.timeout == 90.0 and chained.then.api_key_env == "OPENAI_API_KEY"
+
+    only_fallback = decider_from_config(DecideConfig(fallback="skip"))
+    assert only_fallback.then is None and only_fallback.fallback == "skip"
+    assert decider_from_config(DecideConfig()).then is None
+    assert DecideConfig().timeout == "60s"
+
+
+def test_decide_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="has model but no base_url"):
+        decider_from_config(DecideConfig(model="phi3"))
+    with pytest.raises(ConfigError, match="api_key_env but no base_url"):
+        decider_from_config(DecideConfig(api_key_env="KEY"))
+    with pytest.raises(ConfigError, match="base_url must be an http"):
+        decider_from_config(DecideConfig(base_url="ftp://x", model="m"))
+    toml = tmp_path / "chainlang.toml"
+    for text, match in [
+        ('[decide]\nfallback = "retry"\n', "decide.fallback"),
+        ("[decide]\ntimeout = 30\n", r"decide.timeout: .*duration in quotes"),
+        ('[decide]\ntimeout = "30 seconds"\n', "not a duration"),
+        ('[decide]\ntimeout = "1h"\n', "at most 10m"),
+        ('[decide]\nfalback = "skip"\n', "did you mean 'fallback'"),
+    ]:
+        toml.write_text(text)
+        with pytest.raises(ConfigError, match=match):
+            load_config(toml)
