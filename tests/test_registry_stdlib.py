@@ -80,7 +80,10 @@ def test_declarations_are_complete(name: str) -> None:
     assert spec.params_schema.get("additionalProperties") is False
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify"}  # grows as the stdlib is implemented
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED - IMPLEMENTED))
 def test_not_implemented_yet(name: str) -> None:
     spec = SPECS[name]
     assert spec.implemented is False
