@@ -113,7 +113,7 @@ def _node(step: Step) -> GraphNode:
         "path": step.path,
         "line": step.node.line,
         "id": step.id,
-        "foreach_text": step.foreach.node.text if step.foreach else None,
+        "foreach_text": step.foreach.text if step.foreach else None,
         "foreach": _condition(step.foreach),
         "as_": step.as_,
         "max_parallel": step.max_parallel,
@@ -123,17 +123,17 @@ def _node(step: Step) -> GraphNode:
     if isinstance(step, EventStep):
         return GraphNode(
             kind="event", event=step.event, retry=step.retry, decide=step.decide,
-            condition_text=step.if_.node.text if step.if_ else None, condition=_condition(step.if_),
+            condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
             params={name: _value(value) for name, value in step.params.items()}, **common,
         )
     if isinstance(step, BlockStep):
         return GraphNode(
             kind="parallel" if step.parallel else "steps",
-            condition_text=step.if_.node.text if step.if_ else None, condition=_condition(step.if_),
+            condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
             children=tuple(_node(child) for child in step.steps), **common,
         )
     return GraphNode(
-        kind="if", condition_text=step.condition.node.text if step.condition else None,
+        kind="if", condition_text=step.condition.text if step.condition else None,
         condition=_condition(step.condition),
         children=tuple(_node(child) for child in step.then),
         else_=tuple(_node(child) for child in step.else_), **common,

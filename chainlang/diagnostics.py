@@ -17,6 +17,8 @@ _INVISIBLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, 0xFEFF, *range(0x2
 
 def visible(text: str) -> str:
     """`text` with control and bidi-override characters shown as escapes (\\x1b, \\u202e)."""
+    if text.isprintable():  # no control or format characters at all: the common case, at C speed
+        return text
     return text.translate(_INVISIBLE)
 
 

@@ -49,8 +49,10 @@ class CheckContext:
         span = where if isinstance(where, Span) else where.span
         self.sink.add(rule, message, span, hint, severity)
 
-    def expr_span(self, node: ScalarNode, start: int, end: int) -> Span:
-        """The file span of characters [start, end) of a scalar's value."""
+    def expr_span(self, node: AnyNode, start: int, end: int) -> Span:
+        """The file span of characters [start, end) of a scalar's value (a list: the whole list)."""
+        if not isinstance(node, ScalarNode):
+            return node.span
         text = self.source.text
         a = source_offset(text, node, start)
         b = source_offset(text, node, max(end, start + 1))

@@ -1,4 +1,7 @@
-"""CL045: named chains that call each other in a cycle (a chain is an event; calling runs it)."""
+"""CL045: named chains that call each other in a cycle (a chain is an event; calling runs it).
+
+A cycle is intended recursion when a chain on it sets `limits.max_depth`: that bounds it
+at run time, as max_depth does for a hook that re-triggers itself (CL044)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ def check(ctx: CheckContext) -> None:
         return graph[name]
 
     for cycle in find_cycles([me], edges):
-        if me not in cycle:
+        if me not in cycle or any(named[name].limits.max_depth_set for name in cycle):
             continue
         i = cycle.index(me)
         order = cycle[i:] + cycle[:i]
@@ -33,4 +36,4 @@ def check(ctx: CheckContext) -> None:
         step = next(s for s in direct_calls(chain_steps(ctx.chain)) if s.event == callee)
         loop = " → ".join(order + [me])
         ctx.report(rules.CHAIN_CYCLE, f"chains call each other in a cycle: {loop}", step.event_node or step.node,
-                   "break the cycle: a chain cannot (indirectly) call itself")
+                   "break the cycle, or bound the recursion with limits: {max_depth: N} on one of these chains")

@@ -16,7 +16,7 @@ from chainlang import rules
 from chainlang.diagnostics import Rule
 from chainlang.expr import types as T
 from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
-from chainlang.loader import ScalarNode
+from chainlang.loader import AnyNode, ScalarNode
 from chainlang.model.nodes import BlockStep, Condition, EventStep, Hook, IfStep, Step, StepBase, TemplateValue, Value
 from chainlang.suggest import affordable, did_you_mean
 
@@ -34,7 +34,7 @@ Relation = Literal["before", "later", "sibling", "other-branch", "enclosing", "i
 class ExprSite:
     """One expression in the file: a condition, or one `{expr}` of a template."""
 
-    node: ScalarNode
+    node: AnyNode  # the scalar holding the expression (a written-out foreach list: the list)
     expr: "Expr"
     base: int  # offset of the expression text inside node.text
     context: str  # if, foreach, condition, param, output, set

@@ -76,14 +76,17 @@ def key_span(node: ScalarNode) -> Span:
 
 
 def looks_like_template_map(node: AnyNode) -> bool:
-    """`{tools.now.result}` unquoted: YAML reads a flow mapping with one key and a null value."""
+    """`{tools.now.result}` unquoted: YAML reads a flow mapping with one key and a null value
+    (and no `:` after the key: `{due: }` is a mapping written on purpose)."""
+    if not (isinstance(node, MapNode) and node.flow and len(node.pairs) == 1):
+        return False
+    key, value = node.pairs[0]
     return (
-        isinstance(node, MapNode)
-        and node.flow
-        and len(node.pairs) == 1
-        and isinstance(node.pairs[0][1], ScalarNode)
-        and node.pairs[0][1].value is None
-        and node.pairs[0][1].end <= node.pairs[0][1].start
+        isinstance(value, ScalarNode)
+        and value.value is None
+        and value.end <= value.start
+        and not value.text
+        and value.start <= key.end + 1  # no `: ` between the key and the closing brace
     )
 
 
@@ -202,6 +205,18 @@ class ModelBuilder:
             self.expr_error(node, err)
             return Condition(node, None)
         return Condition(node, expr)
+
+    def literal_list(self, node: SeqNode) -> Condition | None:
+        """`foreach: [a, b]` written as a YAML/JSON list: the items, as a literal."""
+        from chainlang.expr.ast import ListLit, Literal
+
+        value = self.value(node)
+        if value.templates:
+            self.error(rules.WRONG_TYPE, "a foreach list written out cannot hold templates", value.templates[0].node,
+                       "write the list as one expression instead, e.g. foreach: \"[a.result, b.result]\"")
+            return Condition(node, None)
+        items = tuple(Literal(item) for item in value.data)
+        return Condition(node, ListLit(items))
 
     def value(self, node: AnyNode | None, path: tuple[str | int, ...] = ()) -> Value:
         """Plain data of a value, with every template string parsed once."""
@@ -467,10 +482,14 @@ class ModelBuilder:
                     step.id, step.id_node = name, id_node
         if not skip_if:
             step.if_ = self.condition(node.get("if"), "'if'")
-        step.foreach = self.condition(node.get("foreach"), "'foreach'")
+        foreach = node.get("foreach")
+        if isinstance(foreach, SeqNode) and not foreach.invalid:
+            step.foreach = self.literal_list(foreach)
+        else:
+            step.foreach = self.condition(foreach, "'foreach'")
         as_node = node.get("as")
         if as_node is not None:
-            if step.foreach is None:
+            if node.get("foreach") is None:
                 self.key_error(node, "as", rules.WRONG_TYPE, "'as' names the loop variable of 'foreach', which this step lacks")
             name = self.string(as_node, "'as'")
             if name is not None and isinstance(as_node, ScalarNode):
@@ -643,6 +662,7 @@ class ModelBuilder:
             value = self.integer(node.get(key), key, rules.BAD_LIMIT, *LIMIT_RANGES[key])
             if value is not None:
                 setattr(limits, key, value)
+        limits.max_depth_set = node.get("max_depth") is not None
         limits.timeout = self.duration(node.get("timeout"), "limits timeout")
         return limits
 

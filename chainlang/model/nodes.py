@@ -21,10 +21,22 @@ OnError = Literal["fail", "continue", "break"]
 
 @dataclass(slots=True)
 class Condition:
-    """An `if:`, `foreach:` or hook `condition:` expression, parsed once."""
+    """An `if:`, `foreach:` or hook `condition:` expression, parsed once.
 
-    node: ScalarNode
+    `node` is the expression's string, or (for `foreach`) a YAML list written out."""
+
+    node: AnyNode
     expr: "Expr | None"  # None when it did not parse (a diagnostic was reported)
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.node, ScalarNode):
+            return self.node.text
+        import json
+
+        from chainlang.loader import to_data
+
+        return json.dumps(to_data(self.node), ensure_ascii=False)
 
 
 @dataclass(slots=True)
@@ -162,6 +174,7 @@ class EventDecl:
 class Limits:
     max_steps: int = 1000
     max_depth: int = 8
+    max_depth_set: bool = False  # written in the file: an intended bound on recursion
     timeout: float | None = None
     max_parallel: int = 16
 
