@@ -162,6 +162,7 @@ def _origin(registry: "Registry", name: str) -> str:
 def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Sequence[LoadedFile] = ()) -> list[Diagnostic]:
     from chainlang.checks import all_checks
     from chainlang.checks.base import CheckContext
+    from chainlang.model.nested import expand_nested_chains
     from chainlang.suggest import suggestion_budget
 
     project, project_registry = build_project(list(files) + list(context), registry)
@@ -171,6 +172,7 @@ def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Seq
             continue
         ctx = CheckContext(loaded.chain, loaded.source, loaded.sink, project_registry, project)
         with suggestion_budget():
+            expand_nested_chains(loaded.chain, loaded.source, loaded.sink, project_registry)
             for check in checks:
                 check.check(ctx)
     out: list[Diagnostic] = []

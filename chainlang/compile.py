@@ -152,6 +152,8 @@ def _condition(cond: Condition | None) -> Compiled | None:
 def _value(value: Value) -> CompiledValue:
     from chainlang.expr import compile_template
 
+    if value.deferred:  # a chain passed as data: its templates are rendered when it runs, not now
+        return CompiledValue(value.data, ())
     return CompiledValue(value.data, tuple((tv.path[1:] if tv.path else tv.path, compile_template(tv.template))
                                            for tv in value.templates))
 

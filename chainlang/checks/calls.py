@@ -11,8 +11,9 @@ def direct_calls(steps: list[Step]) -> list[EventStep]:
 
 
 def chain_steps(chain: Chain) -> list[Step]:
-    """A chain's own steps and its hooks' actions: all that running it may call."""
-    return list(chain.steps) + [s for hook in chain.hooks for s in hook.action]
+    """A chain's own steps and its hooks' actions: all that running it may call. Actions that a
+    step registers or schedules run later, in runs of their own, so they are not calls."""
+    return list(chain.steps) + [s for hook in chain.hooks if hook.kind == "hook" for s in hook.action]
 
 
 def transitive_events(steps: list[Step], project: Project) -> set[str]:

@@ -17,7 +17,18 @@ from chainlang.diagnostics import Rule
 from chainlang.expr import types as T
 from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
 from chainlang.loader import AnyNode, ScalarNode
-from chainlang.model.nodes import BlockStep, Condition, EventStep, Hook, IfStep, Step, StepBase, TemplateValue, Value
+from chainlang.model.nodes import (
+    BlockStep,
+    Condition,
+    EventStep,
+    Hook,
+    IfStep,
+    Step,
+    StepBase,
+    TemplateValue,
+    Value,
+    walk_steps,
+)
 from chainlang.suggest import affordable, did_you_mean
 
 if TYPE_CHECKING:
@@ -69,6 +80,9 @@ class Scope:
     payload: Any | None  # hook payload type (bare names are payload fields), None outside hooks
     trail: tuple[tuple[int, str, int], ...]  # where the current step sits
     current: StepBase | None
+    # for the action of a task.register / task.schedule step: the calling chain at that step,
+    # whose earlier results the action captures (names it does not define resolve there)
+    enclosing: "tuple[Document, Scope] | None" = None
 
 
 class Document:
@@ -168,6 +182,7 @@ class Analyser:
     def run(self) -> Analysis:
         chain = self.ctx.chain
         doc = Document(chain.steps)
+        self.main_doc = doc
         root = Scope(loops={}, payload=None, trail=(), current=None)
         self.walk_steps(chain.steps, doc, root)
         end = Scope(loops={}, payload=None, trail=((0, "steps", len(chain.steps)),), current=None)
@@ -178,29 +193,42 @@ class Analyser:
         return self.analysis
 
     def walk_hook(self, hook: Hook) -> None:
-        payload = self.payload_type(hook)
+        payload = None if hook.kind == "scheduled" else self.payload_type(hook)
         doc = Document(hook.action)
-        scope = Scope(loops={}, payload=payload, trail=((0, "steps", -1),), current=None)
+        enclosing = self.enclosing_scope(hook)
+        scope = Scope(loops={}, payload=payload, trail=((0, "steps", -1),), current=None, enclosing=enclosing)
         if hook.condition:
             self.condition_site(hook.condition, "condition", doc, scope)
         for value in hook.set.values():
             self.value_sites(value, "set", doc, scope)
-        self.walk_steps(hook.action, doc, Scope(loops={}, payload=payload, trail=(), current=None))
+        self.walk_steps(hook.action, doc, Scope(loops={}, payload=payload, trail=(), current=None, enclosing=enclosing))
+
+    def enclosing_scope(self, hook: Hook) -> "tuple[Document, Scope] | None":
+        """The calling chain just before the step that registers or schedules `hook`."""
+        if hook.origin is None:
+            return None
+        doc = self.main_doc
+        step = next((s for s in walk_steps(self.ctx.chain.steps) if s.path == hook.origin), None)
+        if step is None:
+            return None
+        return doc, Scope(loops={}, payload=None, trail=doc.trails[id(step)], current=step)
 
     def walk_steps(self, steps: list[Step], doc: Document, outer: Scope) -> None:
         for step in steps:
             trail = doc.trails[id(step)]
-            scope = Scope(loops=outer.loops, payload=outer.payload, trail=trail, current=step)
+            scope = Scope(loops=outer.loops, payload=outer.payload, trail=trail, current=step, enclosing=outer.enclosing)
             if step.if_:
                 self.condition_site(step.if_, "if", doc, scope)
             inner = scope
             if step.foreach:
                 item_type = self.condition_site(step.foreach, "foreach", doc, scope)
                 element = item_type.item if isinstance(item_type, T.Array) else T.ANY
-                inner = Scope(loops={**scope.loops, step.as_: element}, payload=scope.payload, trail=trail, current=step)
+                inner = Scope(loops={**scope.loops, step.as_: element}, payload=scope.payload, trail=trail, current=step,
+                              enclosing=scope.enclosing)
             if isinstance(step, EventStep):
                 for value in step.params.values():
-                    self.value_sites(value, "param", doc, inner)
+                    if not value.deferred:  # a chain passed as data is checked as its own hook/chain
+                        self.value_sites(value, "param", doc, inner)
             elif isinstance(step, BlockStep):
                 self.walk_steps(step.steps, doc, inner)
             elif isinstance(step, IfStep):
@@ -236,6 +264,15 @@ class Analyser:
     # -- resolution --
 
     def resolve(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope) -> RefInfo:
+        info = self.resolve_here(ref, site, doc, scope)
+        if info.problem is not None and info.problem[0] is rules.REF_UNKNOWN and scope.enclosing is not None:
+            outer_doc, outer_scope = scope.enclosing
+            captured = self.resolve_here(ref, site, outer_doc, outer_scope)
+            if captured.problem is None:
+                return captured
+        return info
+
+    def resolve_here(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope) -> RefInfo:
         segs = ref.segments
         first = segs[0]
         if not isinstance(first, Name):  # the grammar makes this impossible; stay total anyway

@@ -56,6 +56,9 @@ class Value:
     data: Any
     templates: list[TemplateValue] = field(default_factory=list)
     broken: bool = False  # a problem inside was already reported: later checks leave it alone
+    # a chain passed as data (task.register / task.schedule `action`): its templates belong to
+    # that chain, which runs later; they are checked there and not rendered when the step runs
+    deferred: bool = False
 
     @property
     def literal(self) -> bool:
@@ -130,6 +133,10 @@ class Trigger:
 class Hook:
     node: MapNode
     index: int  # position among the file's hooks (ties keep file order)
+    # "hook": written under hooks:; "registered": the action of a task.register step (a hook
+    # at run time); "scheduled": the action of a task.schedule step (a chain run later, no payload)
+    kind: str = "hook"
+    origin: str | None = None  # the step path that registers or schedules it
     id: str | None = None
     id_node: ScalarNode | None = None
     trigger: Trigger | None = None
@@ -148,6 +155,8 @@ class Hook:
 
     @property
     def label(self) -> str:
+        if self.origin is not None:
+            return self.id or f"{self.kind} by step {self.origin}"
         return self.id or f"#{self.index + 1}"
 
 
