@@ -14,7 +14,7 @@ from typing import Any
 from chainlang import rules
 from chainlang.checks.base import CheckContext, suggestion
 from chainlang.expr import types as T
-from chainlang.model.nodes import EventStep, walk_steps
+from chainlang.model.nodes import EventStep, Hook, walk_steps
 
 RULES = (rules.PARAM_SCHEMA, rules.MISSING_PARAM)
 
@@ -30,6 +30,38 @@ def check(ctx: CheckContext) -> None:
             continue
         schema = spec.params_schema or {}
         check_step(ctx, step, schema, single_types)
+    for hook in ctx.chain.hooks:
+        check_hook_set(ctx, hook)
+
+
+def check_hook_set(ctx: CheckContext, hook: Hook) -> None:
+    """A pre: hook's `set` values become params of the trigger event: hold them to its schema."""
+    trigger = hook.trigger
+    if not hook.set or hook.set_node is None or trigger is None or trigger.phase != "pre":
+        return
+    spec = ctx.registry.get(trigger.pattern)  # a glob names no single schema: nothing to check
+    if spec is None or spec.kind == "external":
+        return
+    schema = spec.params_schema or {}
+    props: dict[str, Any] = schema.get("properties") or {}
+    closed = schema.get("additionalProperties") is False
+    literal: dict[str, Any] = {}
+    for name, value in hook.set.items():
+        key = hook.set_node.key_node(name)
+        if closed and name not in props:
+            hint = suggestion(name, props) or (f"{spec.name} takes: {', '.join(sorted(props))}" if props else None)
+            ctx.report(rules.PARAM_SCHEMA, f"{spec.name} has no param '{name}' for set: to change", key or hook.set_node, hint)
+        elif value.literal and not value.broken and name in props:
+            literal[name] = value.data
+    if not literal:
+        return
+    from chainlang.schema_validation import iter_errors, validator_for
+
+    for name, data in literal.items():
+        for error in iter_errors(validator_for(props[name]), data):
+            value_node = hook.set[name].node
+            ctx.report(rules.PARAM_SCHEMA, f"set: param '{name}' of {spec.name}: {_message(error)}", value_node or hook.set_node)
+            break
 
 
 def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], single_types: dict[int, Any]) -> None:
@@ -72,8 +104,11 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
         expected = _types_of(props[name])
         problem = _incompatible(produced, expected)
         if problem:
-            ctx.report(rules.PARAM_SCHEMA, f"param '{name}' of {step.event} expects {_join(expected)}, but this template gives {problem}",
-                       template.node)
+            # the value exists only at run time: the decide model will be asked to repair it (§5)
+            ctx.report(rules.PARAM_SCHEMA, f"param '{name}' of {step.event} expects {_join(expected)}, but this template gives "
+                       f"{problem}; the decide model will be asked to repair it at run time", template.node,
+                       "pass a value of the right type (e.g. a field of the result) to run without the decide model",
+                       severity="warning")
     if missing:
         names = ", ".join(f"'{r}'" for r in missing)
         plural = "s" if len(missing) > 1 else ""
