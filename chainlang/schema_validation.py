@@ -106,6 +106,21 @@ def schema_problems(schema: Any) -> list[tuple[list[Any], str]]:
     return sorted(problems, key=lambda item: [str(p) for p in item[0]])
 
 
+def json_kind(value: Any) -> str:
+    """The JSON Schema type name of a JSON value (booleans are not integers)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
 @lru_cache(maxsize=1)
 def meta_validator() -> Any:
     return Draft7Validator(Draft7Validator.META_SCHEMA)

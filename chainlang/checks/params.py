@@ -132,28 +132,16 @@ _PLACEHOLDER = _Placeholder()
 
 
 def _message(error: Any) -> str:
+    from chainlang.schema_validation import json_kind
+
     if error.validator == "type":
         expected = error.validator_value
         wanted = _join(expected if isinstance(expected, list) else [expected])
-        got = "null" if error.instance is None else f"{_json_kind(error.instance)} {_short_json(error.instance)}"
+        got = "null" if error.instance is None else f"{json_kind(error.instance)} {_short_json(error.instance)}"
         return f"expected {wanted}, got {got}"
     if error.validator == "enum":
         return f"{_short_json(error.instance)} is not one of {', '.join(_short_json(v) for v in error.validator_value)}"
     return str(error.message)
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _short_json(value: Any) -> str:

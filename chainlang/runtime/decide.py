@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from chainlang.schema_validation import iter_errors, validator_for
+from chainlang.schema_validation import iter_errors, json_kind, validator_for
 
 if TYPE_CHECKING:
     from chainlang.registry.config import ProjectConfig
@@ -443,24 +443,10 @@ def _schema_types(schema: dict[str, Any]) -> set[str]:
                 found |= sub
             return found
     if "const" in schema:
-        return {_json_kind(schema["const"])}
+        return {json_kind(schema["const"])}
     if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return {_json_kind(item) for item in schema["enum"]}
+        return {json_kind(item) for item in schema["enum"]}
     return set()
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _branch(schema: dict[str, Any], kind: str) -> dict[str, Any] | None:
