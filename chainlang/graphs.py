@@ -5,7 +5,7 @@ Iterative, so a hostile file with thousands of nodes cannot exhaust the Python s
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, TypeVar
+from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 
 N = TypeVar("N", bound=Hashable)
 
@@ -53,3 +53,54 @@ def reachable(start: N, edges: Callable[[N], Iterable[N]]) -> set[N]:
             out.add(node)
             todo.extend(edges(node))
     return out
+
+
+def strongly_connected(nodes: Iterable[N], edges: Callable[[N], Iterable[N]]) -> dict[N, int]:
+    """Tarjan's strongly connected components, iterative: node → component number.
+
+    Linear in nodes + edges; two nodes share a number exactly when each reaches the other.
+    """
+    index: dict[N, int] = {}
+    low: dict[N, int] = {}
+    on_stack: set[N] = set()
+    stack: list[N] = []
+    component: dict[N, int] = {}
+    counter = 0
+    components = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work: list[tuple[N, Iterator[N]]] = [(root, iter(edges(root)))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges(child))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component[member] = components
+                    if member == node:
+                        break
+                components += 1
+    return component

@@ -88,3 +88,16 @@ def test_many_named_chains_calling_in_a_line_and_a_cycle(tmp_path: Path, n: int)
         (tmp_path / f"c{i}.chain.yaml").write_text(f"chain: c.n{i}\nsteps:\n  - tools.now\n  - {callee}\n")
     diags = check_json(tmp_path, tmp_path)
     assert len(diags) == n and {d["rule"] for d in diags} == {"CL045"}
+
+
+def test_many_hooks_in_a_ring_through_distinct_events(tmp_path: Path) -> None:
+    """A loop of n hooks: r_i fires after chain c_i and its action calls c_(i+1). Hook-to-hook
+    searches from every hook would be quadratic; strongly connected components are linear."""
+    n = 1500
+    for i in range(n):
+        (tmp_path / f"c{i}.chain.yaml").write_text(f"chain: ring.c{i}\nsteps: [user.notify: {{message: m}}]\n")
+    hooks = "\n".join(f"- {{id: r{i}, trigger: post:ring.c{i}, action: [ring.c{(i + 1) % n}]}}" for i in range(n))
+    (tmp_path / "ring.hooks.yaml").write_text(hooks + "\n")
+    diags = check_json(tmp_path, tmp_path)
+    assert len(diags) == n and {d["rule"] for d in diags} == {"CL044"}
+    assert all(len(d["message"]) <= 400 for d in diags)  # a 1,500-hook loop is cut short in the message
