@@ -49,7 +49,7 @@ def events_text(registry: "Registry") -> str:
     return "\n".join(lines)
 
 
-def _params_lines(schema: dict[str, Any] | None) -> list[str]:
+def _params_lines(schema: dict[str, Any] | None, noun: str = "params") -> list[str]:
     if not schema:
         return ["  (any)"]
     props = schema.get("properties") or {}
@@ -64,7 +64,7 @@ def _params_lines(schema: dict[str, Any] | None) -> list[str]:
         default = f" (default {json.dumps(sub['default'])})" if isinstance(sub, dict) and "default" in sub else ""
         lines.append(f"  {name}: {kind}, {mark}{default}" + (f" — {desc}" if desc else ""))
     if schema.get("additionalProperties") is False:
-        lines.append("  (no other params)")
+        lines.append(f"  (no other {noun})")
     return lines
 
 
@@ -95,7 +95,7 @@ def describe_text(spec: "EventSpec") -> str:
         lines.append(f"declared:   {spec.source}")
     lines += ["", "params:"] + _params_lines(spec.params_schema)
     lines += ["", "result:"]
-    lines += _params_lines(spec.result_schema) if spec.result_schema and spec.result_schema.get("properties") else [
+    lines += _params_lines(spec.result_schema, "fields") if spec.result_schema and spec.result_schema.get("properties") else [
         f"  {_kind(spec.result_schema)}" if spec.result_schema else "  (not declared)"]
     lines += ["", "params schema:", json.dumps(spec.params_schema, indent=2, ensure_ascii=False)]
     if spec.result_schema:
