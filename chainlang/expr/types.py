@@ -361,19 +361,12 @@ class _Checker:
 
     def apply1(self, t: Type, rule: Callable[[Type], Type], node: Expr,
                span: tuple[int, int] | None = None) -> Type:
-        results: list[Type] = []
-        failure: OpFailure | None = None
-        for m in members(t):
-            try:
-                results.append(rule(m))
-            except OpFailure as f:
-                failure = failure or f
-        if results:
-            return union(*results)
-        assert failure is not None
-        start, end = span or (node.start, node.end)
-        self.report(failure.category, failure.message, start, end)
-        return ANY
+        try:
+            return self.apply1_quiet(t, rule)
+        except OpFailure as failure:  # every member fails: the issue is certain
+            start, end = span or (node.start, node.end)
+            self.report(failure.category, failure.message, start, end)
+            return ANY
 
     def apply2(self, a: Type, b: Type, rule: Callable[[Type, Type], Type], node: Expr) -> Type:
         return self.apply1(a, lambda ma: self.apply1_quiet(b, lambda mb: rule(ma, mb)), node)
