@@ -14,6 +14,11 @@ __all__ = [
     "event",
     "check_files",
     "check_text",
+    "run",
+    "run_async",
+    "resume",
+    "resume_async",
+    "RunResult",
     "__version__",
 ]
 
@@ -21,12 +26,18 @@ if TYPE_CHECKING:
     from chainlang.api import check_files, check_text
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.decorator import event
+    from chainlang.runtime.runner import RunResult, resume, resume_async, run, run_async
 
 _LAZY = {
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
     "event": ("chainlang.registry.decorator", "event"),
     "check_files": ("chainlang.api", "check_files"),
     "check_text": ("chainlang.api", "check_text"),
+    "run": ("chainlang.runtime.runner", "run"),
+    "run_async": ("chainlang.runtime.runner", "run_async"),
+    "resume": ("chainlang.runtime.runner", "resume"),
+    "resume_async": ("chainlang.runtime.runner", "resume_async"),
+    "RunResult": ("chainlang.runtime.runner", "RunResult"),
 }
 
 

@@ -142,6 +142,68 @@ def graph(file: str, fmt: str, tools: tuple[str, ...]) -> None:
     _guarded(body)
 
 
+_PROGRESS = click.option(
+    "--progress", type=click.Choice(("auto", "plain", "rich", "quiet")), default="auto", show_default=True,
+    help="Progress on stderr: live (rich) on a terminal, plain lines otherwise.")
+_JSON = click.option("--json", "as_json", is_flag=True,
+                     help="Print the run's outputs as one JSON object on stdout (progress goes to stderr).")
+_COLOR = click.option("--color/--no-color", default=None, help="Colour the progress (default: when stderr is a terminal).")
+
+
+@main.command()
+@click.argument("file", type=click.Path())
+@click.option("--input", "inputs", multiple=True, metavar="NAME=VALUE",
+              help="A chain input (repeatable); VALUE is parsed as JSON when it parses, else taken as text.")
+@_JSON
+@click.option("--transcript", type=click.Path(), default=None,
+              help="Where to write the JSONL transcript (default: .chainlang/runs/RUN_ID.jsonl in the project).")
+@click.option("--now", default=None, metavar="ISO-8601", help="Pin the run's clock, e.g. 2025-01-15T09:30:00+01:00.")
+@_tools_option
+@_PROGRESS
+@_COLOR
+def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | None, now: str | None,
+        tools: tuple[str, ...], progress: str, color: bool | None) -> None:
+    """Run a chain.
+
+    The chain is checked first; a chain with errors does not start. Exit code: 0 the run
+    finished ok (or stopped cleanly at a break), 1 the chain is invalid or a step failed
+    the run, 2 usage error, 3 a limit stopped the run.
+    """
+
+    def body() -> int:
+        from chainlang.run_cli import run_command
+
+        return run_command(file, inputs, as_json, transcript, now, tools, progress, color)
+
+    _guarded(body)
+
+
+@main.command()
+@click.argument("transcript", type=click.Path())
+@_JSON
+@_tools_option
+@click.option("--rerun", multiple=True, metavar="STEP",
+              help="Run this unfinished non-idempotent step again (you checked it did not take effect).")
+@click.option("--skip", multiple=True, metavar="STEP", help="Go on without this unfinished non-idempotent step.")
+@_PROGRESS
+@_COLOR
+def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[str, ...], skip: tuple[str, ...],
+           progress: str, color: bool | None) -> None:
+    """Continue an interrupted run from its transcript.
+
+    Steps that finished are not run again; recorded clock readings and decide answers are
+    reused. A step that started but did not finish runs again if its event is idempotent;
+    otherwise the run stops and names it (see --rerun and --skip).
+    """
+
+    def body() -> int:
+        from chainlang.run_cli import resume_command
+
+        return resume_command(transcript, as_json, tools, rerun, skip, progress, color)
+
+    _guarded(body)
+
+
 @main.command()
 def schema() -> None:
     """Print the JSON Schema (draft-07) of chain files, for editors."""

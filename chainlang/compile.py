@@ -54,6 +54,9 @@ class GraphNode:
     on_error: str = "fail"
     retry: Retry | None = None
     decide: str | None = None
+    # the `decide` text when it is an expression over names the chain knows (judged without a
+    # model); None for a natural-language condition
+    decide_expr: Compiled | None = None
     params: dict[str, CompiledValue] = field(default_factory=dict)
     children: tuple["GraphNode", ...] = ()  # steps / parallel branches / then
     else_: tuple["GraphNode", ...] = ()
@@ -65,6 +68,7 @@ class ExecutionGraph:
     name: str | None
     nodes: tuple[GraphNode, ...]
     outputs: dict[str, CompiledValue]
+    inputs: dict[str, Any]  # input name → its JSON Schema
     max_steps: int
     max_depth: int
     timeout: float | None
@@ -73,14 +77,20 @@ class ExecutionGraph:
     hooks: tuple[str, ...]  # hook labels in firing order (priority, then `after`, then file order)
 
 
-def compile_chain(chain: Chain) -> ExecutionGraph:
-    """Compile a chain that checked without errors (the caller makes sure of that)."""
+def compile_chain(chain: Chain, is_event: Callable[[str], bool] = lambda name: False) -> ExecutionGraph:
+    """Compile a chain that checked without errors (the caller makes sure of that).
+
+    `is_event` tells whether a dotted name is a registered event: it decides, like the
+    checker, whether a `decide` text that parses as an expression only names things the
+    chain knows (then it is evaluated, not sent to a model)."""
     limits = chain.limits
+    names = _known_names(chain, is_event)
     return ExecutionGraph(
         file=chain.file,
         name=chain.name,
-        nodes=tuple(_node(step) for step in chain.steps),
+        nodes=tuple(_node(step, names, frozenset()) for step in chain.steps),
         outputs={name: _value(value) for name, value in chain.outputs.items()},
+        inputs={name: inp.schema for name, inp in chain.inputs.items()},
         max_steps=limits.max_steps,
         max_depth=limits.max_depth,
         timeout=limits.timeout,
@@ -108,7 +118,8 @@ def hook_order(chain: Chain) -> list[str]:
     return order
 
 
-def _node(step: Step) -> GraphNode:
+def _node(step: Step, names: Callable[[str], bool], loops: frozenset[str]) -> GraphNode:
+    inner = loops | {step.as_} if step.foreach is not None else loops
     common: dict[str, Any] = {
         "path": step.path,
         "line": step.node.line,
@@ -123,6 +134,7 @@ def _node(step: Step) -> GraphNode:
     if isinstance(step, EventStep):
         return GraphNode(
             kind="event", event=step.event, retry=step.retry, decide=step.decide,
+            decide_expr=_decide_expression(step.decide, names, inner),
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
             params={name: _value(value) for name, value in step.params.items()}, **common,
         )
@@ -130,14 +142,55 @@ def _node(step: Step) -> GraphNode:
         return GraphNode(
             kind="parallel" if step.parallel else "steps",
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
-            children=tuple(_node(child) for child in step.steps), **common,
+            children=tuple(_node(child, names, inner) for child in step.steps), **common,
         )
     return GraphNode(
         kind="if", condition_text=step.condition.text if step.condition else None,
         condition=_condition(step.condition),
-        children=tuple(_node(child) for child in step.then),
-        else_=tuple(_node(child) for child in step.else_), **common,
+        children=tuple(_node(child, names, inner) for child in step.then),
+        else_=tuple(_node(child, names, inner) for child in step.else_), **common,
     )
+
+
+def _known_names(chain: Chain, is_event: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Whether a dotted name (`tools.now`, `team`) names a step of the chain or an event."""
+    from chainlang.model.nodes import walk_steps
+
+    known = {"inputs", "run"}
+    for step in walk_steps(chain.steps):
+        if step.id:
+            known.add(step.id)
+        if isinstance(step, EventStep) and step.event:
+            known.add(step.event)
+    return lambda name: name in known or ("." in name and is_event(name))
+
+
+def _decide_expression(text: str | None, names: Callable[[str], bool], loops: frozenset[str]) -> Compiled | None:
+    """The compiled `decide` text if it is an expression whose every reference starts with
+    a name the chain knows at that step; None for natural language ("the user is busy")."""
+    if text is None:
+        return None
+    from chainlang.expr import compile_expression, parse_expression
+    from chainlang.expr.ast import Name, iter_refs
+    from chainlang.expr.errors import ExprSyntaxError
+
+    try:
+        expr = parse_expression(text)
+    except ExprSyntaxError:
+        return None
+    for ref in iter_refs(expr):
+        dotted: list[str] = []
+        for seg in ref.segments:
+            if not isinstance(seg, Name):
+                break
+            dotted.append(seg.name)
+        if not dotted:
+            return None
+        prefixes = (".".join(dotted[:k]) for k in range(len(dotted), 0, -1))
+        if dotted[0] not in loops and not any(names(p) for p in prefixes):
+            return None
+    fn: Compiled = compile_expression(expr)
+    return fn
 
 
 def _condition(cond: Condition | None) -> Compiled | None:

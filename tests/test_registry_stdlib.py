@@ -30,6 +30,7 @@ EXPECTED = {
     "agent.think",
     "agent.chain",
     "agent.decide",
+    "chain.run",
 }
 
 
@@ -53,7 +54,7 @@ def test_every_standard_event_is_declared() -> None:
 
 def test_one_file_per_namespace() -> None:
     files = sorted(path.name for path in data_dir("stdlib").glob("*.yaml"))
-    assert files == ["agent.yaml", "memory.yaml", "task.yaml", "thread.yaml", "tools.yaml", "user.yaml"]
+    assert files == ["agent.yaml", "chain.yaml", "memory.yaml", "task.yaml", "thread.yaml", "tools.yaml", "user.yaml"]
     for spec in SPECS.values():
         assert spec.source == f"stdlib/{spec.name.split('.')[0]}.yaml"
 
@@ -80,7 +81,7 @@ def test_declarations_are_complete(name: str) -> None:
     assert spec.params_schema.get("additionalProperties") is False
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify"}  # grows as the stdlib is implemented
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run"}  # grows as the stdlib is implemented
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - IMPLEMENTED))
@@ -207,7 +208,7 @@ def test_user_notify() -> None:
     assert params_ok("user.notify", {"message": "x", "title": "Reminder", "level": "warning"})
     assert not params_ok("user.notify", {})
     assert not params_ok("user.notify", {"message": "x", "level": "loud"})
-    assert not SPECS["user.notify"].idempotent
+    assert SPECS["user.notify"].idempotent  # once per step attempt, by its idempotency key
 
 
 def test_memory_events() -> None:

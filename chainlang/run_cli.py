@@ -1,0 +1,125 @@
+"""The bodies of `chainlang run` and `chainlang resume` (the click wiring is in cli.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+from chainlang.api import UsageError
+
+
+def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--input NAME=VALUE`: VALUE is JSON when it parses as JSON, else the text itself."""
+    inputs: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--input {pair!r}: expected NAME=VALUE, e.g. --input topic=\"launch\" or --input days=3")
+        if name in inputs:
+            raise UsageError(f"--input {name} is given twice")
+        try:
+            inputs[name] = json.loads(text, parse_constant=_no_constant)
+        except ValueError:
+            inputs[name] = text
+    return inputs
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN / Infinity: keep the text
+
+
+def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript: str | None, now: str | None,
+                tools: Sequence[str], progress: str, color: bool | None) -> int:
+    from chainlang.runtime.runner import parse_now, run_async
+
+    inputs = parse_inputs(input_pairs)
+    pinned = parse_now(now)
+    view = _progress(progress, color)
+    return _drive(lambda announce: run_async(file, inputs, now=pinned, transcript=transcript, tools=tools,
+                                             progress=view, on_transcript=announce), as_json, color)
+
+
+def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: Sequence[str], skip: Sequence[str],
+                   progress: str, color: bool | None) -> int:
+    from chainlang.runtime.runner import resume_async
+
+    view = _progress(progress, color)
+    return _drive(lambda announce: resume_async(transcript, tools=list(tools) or None, rerun=rerun, skip=skip,
+                                                progress=view, on_transcript=announce), as_json, color)
+
+
+def _progress(mode: str, color: bool | None) -> Any:
+    from chainlang.runtime.progress import make_progress
+
+    return make_progress(sys.stderr, mode, color=color)  # type: ignore[arg-type]
+
+
+def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: bool, color: bool | None) -> int:
+    """Run on a fresh event loop; SIGINT and SIGTERM cancel the run, which then records
+    itself as interrupted (resumable) before the process exits."""
+    where: list[Path] = []
+
+    def announce(path: Path) -> None:
+        where.append(path)
+        _err(f"transcript: {_shown(path)}")
+
+    async def main() -> Any:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        assert task is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, task.cancel)
+            except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+                pass
+        return await start(announce)
+
+    try:
+        result = asyncio.run(main())
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if where:
+            _err(f"interrupted; continue with: chainlang resume {_shown(where[0])}")
+        return 130
+    if result.status == "invalid":
+        _err(_diagnostics_text(result, color))
+        _err("the chain has errors: it was not started")
+        return 1
+    if as_json:
+        sys.stdout.write(json.dumps(result.outputs, ensure_ascii=False) + "\n")
+    elif result.outputs:
+        for name, value in result.outputs.items():
+            sys.stdout.write(f"{name}: {json.dumps(value, ensure_ascii=False)}\n")
+    sys.stdout.flush()
+    if result.status == "interrupted" and result.error and result.error.get("type") == "unsafe_resume":
+        _err(f"stopped: {result.error['message']}")
+    return int(result.exit_code)
+
+
+def _diagnostics_text(result: Any, color: bool | None) -> str:
+    from chainlang.output import render
+
+    use_color = _use_color(sys.stderr) if color is None else color
+    return str(render(result.diagnostics, "text", result.sources, color=use_color, files_checked=1)).rstrip("\n")
+
+
+def _use_color(stream: Any) -> bool:
+    from chainlang.cli import _use_color as decide
+
+    return decide(stream)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
