@@ -266,7 +266,7 @@ async def resume_async(
         raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
         raise UsageError(f"cannot resume: {exc}") from None
-    header = recorded.started
+    header = {k: v for k, v in recorded.started.items() if k not in ("type", "run_id", "seq", "ts")}
     if recorded.finished is not None and recorded.finished.get("status") != "interrupted":
         done = recorded.finished
         return RunResult(recorded.run_id, str(done.get("status")), dict(done.get("outputs") or {}), done.get("error"),
