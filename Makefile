@@ -1,5 +1,5 @@
 # Two entry points that work on a fresh machine with Python 3.11+:
-#   make run   - the main job: check the example chains
+#   make run   - the main job: check the example chains, then run one end to end (offline)
 #   make test  - the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,6 +15,7 @@ $(VENV)/.installed: pyproject.toml
 
 run: $(VENV)/.installed
 	$(BIN)/chainlang check examples/
+	$(BIN)/chainlang run examples/next-week.chain.yaml
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

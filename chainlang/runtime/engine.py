@@ -534,9 +534,7 @@ class ChainRun:
         if started is None:
             return 1
         attempt = int(started.get("attempt", 1))
-        done = replay.finished.get(ipath)
-        if done is not None and done.get("status") == "cancelled":
-            return attempt  # it was cancelled cleanly: its tool call was interrupted, never completed
+        # no end recorded, or `cancelled` (interrupted mid-call: its effect is just as unknown)
         if rt.spec.idempotent or rt.spec.kind == "chain" or rt.spec.name == "chain.run" or ipath in replay.rerun:
             return attempt
         raise ResumeBlocked(ipath, rt.spec.name, (
@@ -600,7 +598,13 @@ class ChainRun:
             graph = run.load_chain(target, self.graph.file)
         except ChainLoadError as exc:
             raise ChainFailed(error_of("chain", str(exc))) from None
-        inputs = apply_input_defaults(graph, inputs)
+        from chainlang.api import UsageError
+        from chainlang.runtime.runner import check_inputs
+
+        try:
+            inputs = check_inputs(graph, inputs)
+        except UsageError as exc:
+            raise ChainFailed(error_of("params", f"{graph.name or target}: {exc}")) from None
         sub = ChainRun(run, graph, inputs, depth=self.depth + 1, prefix=ipath + "/", allow=self.allow,
                        depth_limit=self.depth_limit)
         status, outputs, error = await sub.execute()

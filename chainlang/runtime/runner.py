@@ -190,7 +190,13 @@ def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, An
     from chainlang.runtime.engine import apply_input_defaults
     from chainlang.suggest import did_you_mean
 
+    from chainlang.runtime.transcript import _find_non_json
+
     problems: list[str] = []
+    for name, value in given.items():
+        found = _find_non_json(value, [])
+        if found is not None:
+            problems.append(f"input '{name}': {found[1]} (inputs must be JSON values)")
     for name in given:
         if name not in graph.inputs:
             hint = did_you_mean(name, list(graph.inputs))
@@ -328,8 +334,10 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
                             "but does not run them yet")
     view = progress
 
+    write = writer.write_checked  # every value is JSON by construction (inputs and results are checked)
+
     def emit(type: str, **fields: Any) -> dict[str, Any]:
-        rec = writer.write(type, **fields)
+        rec = write(type, fields)
         if view is not None:
             view.record(rec)
         return rec

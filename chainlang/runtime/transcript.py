@@ -403,6 +403,16 @@ class TranscriptWriter:
         field) for a value that is not plain JSON — str, int, finite float, bool, None,
         list/tuple, dict with str keys.
         """
+        return self._write(type, fields, True)
+
+    def write_checked(self, type: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """`write` for a caller whose values are plain JSON by construction (the
+        interpreter checks every tool result and input before it records it): the
+        per-value walk is skipped. The encoder still refuses NaN, infinities and objects
+        (`TypeError`); only non-string dict keys would pass, converted to strings."""
+        return self._write(type, fields, False)
+
+    def _write(self, type: str, fields: dict[str, Any], check_values: bool) -> dict[str, Any]:
         if type not in RECORD_TYPES:
             raise ValueError(
                 f"unknown transcript record type {type!r}; expected one of {', '.join(sorted(RECORD_TYPES))}"
@@ -418,7 +428,7 @@ class TranscriptWriter:
             seq = self._seq + 1
             record: dict[str, Any] = {"type": type, "run_id": self.run_id, "seq": seq, "ts": self._stamp()}
             record.update(fields)
-            line = self._encode(record, fields)
+            line = self._encode(record, fields) if check_values else self._encode_fast(record)
             if self._redactor and self._redactor.line_may_leak(line):
                 record = {**{k: record[k] for k in _ENVELOPE}, **self._redactor.redact(fields)}
                 line = self._encode_envelope(record) + "\n"
@@ -456,6 +466,12 @@ class TranscriptWriter:
         return f"TranscriptWriter({str(self.path)!r}, run_id={self.run_id!r}, {state})"
 
     # -- internals
+
+    def _encode_fast(self, record: dict[str, Any]) -> str:
+        try:
+            return self._encode_envelope(record) + "\n"
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{record['type']} record: {exc} (transcript values must be plain JSON)") from None
 
     def _encode(self, record: dict[str, Any], fields: dict[str, Any]) -> str:
         # json.dumps alone would turn int keys into strings and NaN into invalid JSON
