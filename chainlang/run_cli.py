@@ -7,9 +7,12 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, cast
 
 from chainlang.api import UsageError
+
+if TYPE_CHECKING:
+    from chainlang.runtime.progress import Mode
 
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -56,7 +59,7 @@ def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: 
 def _progress(mode: str, color: bool | None) -> Any:
     from chainlang.runtime.progress import make_progress
 
-    return make_progress(sys.stderr, mode, color=color)  # type: ignore[arg-type]
+    return make_progress(sys.stderr, cast("Mode", mode), color=color)
 
 
 def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: bool, color: bool | None) -> int:

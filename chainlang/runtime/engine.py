@@ -477,7 +477,7 @@ class ChainRun:
         if run.replay is not None:
             first = self.resume_attempt(rt, ipath)
         for attempt in range(first, tries + 1):
-            run.emit("step_started", step=ipath, event=name, attempt=attempt, params=params)
+            run.emit("step_started", step=ipath, event=name, attempt=attempt, max_attempts=tries, params=params)
             start = time.perf_counter()
             try:
                 if node.timeout is not None:
