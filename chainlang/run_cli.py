@@ -44,7 +44,8 @@ def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript
     pinned = parse_now(now)
     view = _progress(progress, color)
     return _drive(lambda announce: run_async(file, inputs, now=pinned, transcript=transcript, tools=tools,
-                                             progress=view, on_transcript=announce), as_json, color)
+                                             progress=view, on_transcript=announce), as_json, color,
+                  progress == "quiet")
 
 
 def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: Sequence[str], skip: Sequence[str],
@@ -53,7 +54,8 @@ def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: 
 
     view = _progress(progress, color)
     return _drive(lambda announce: resume_async(transcript, tools=list(tools) or None, rerun=rerun, skip=skip,
-                                                progress=view, on_transcript=announce), as_json, color)
+                                                progress=view, on_transcript=announce), as_json, color,
+                  progress == "quiet")
 
 
 def _progress(mode: str, color: bool | None) -> Any:
@@ -62,9 +64,11 @@ def _progress(mode: str, color: bool | None) -> Any:
     return make_progress(sys.stderr, cast("Mode", mode), color=color)
 
 
-def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: bool, color: bool | None) -> int:
+def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: bool, color: bool | None,
+           quiet: bool) -> int:
     """Run on a fresh event loop; SIGINT and SIGTERM cancel the run, which then records
-    itself as interrupted (resumable) before the process exits."""
+    itself as interrupted (resumable) before the process exits. Why a run did not end ok
+    is always said on stderr: by the progress view, or here when it is quiet."""
     where: list[Path] = []
 
     def announce(path: Path) -> None:
@@ -100,7 +104,20 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
     sys.stdout.flush()
     if result.status == "interrupted" and result.error and result.error.get("type") == "unsafe_resume":
         _err(f"stopped: {result.error['message']}")
+    elif quiet and not result.ok and result.error:
+        _err(f"run {result.status}: {_why(result.error)}")
     return int(result.exit_code)
+
+
+def _why(error: dict[str, Any]) -> str:
+    from chainlang.diagnostics import visible
+
+    where = f"step {error['step']}" if error.get("step") else ""
+    if error.get("event"):
+        where += f" ({error['event']})"
+    limit = f"limit {error['limit']}: " if error.get("limit") else ""
+    text = f"{limit}{error.get('message', '')}"
+    return visible(f"{where}: {text}" if where else text)
 
 
 def _diagnostics_text(result: Any, color: bool | None) -> str:

@@ -47,9 +47,10 @@ def fail(message: str = "boom", ctx: Any = None) -> None:
 @event("test.flaky", description="Fail until the given attempt", idempotent=True)
 def flaky(succeed_on: int, ctx: Any = None) -> int:
     _log(ctx, {})
-    if ctx.attempt < succeed_on:
-        raise ValueError(f"attempt {ctx.attempt} failed")
-    return ctx.attempt
+    attempt = int(ctx.attempt)
+    if attempt < succeed_on:
+        raise ValueError(f"attempt {attempt} failed")
+    return attempt
 
 
 @event("test.send", description="A side effect that is not idempotent")
@@ -86,3 +87,36 @@ def wrong_result() -> Any:
 @event("test.now", description="Read the run's clock twice", idempotent=True)
 def now(ctx: Any = None) -> list[str]:
     return [ctx.now().isoformat(), ctx.now().isoformat()]
+
+
+def _write_pid(path: Path) -> None:
+    """Write this process's id to `path` in one step, so a test polling for the file reads it whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(str(os.getpid()), encoding="utf-8")
+    os.replace(partial, path)
+
+
+@event("test.pid_once", description="Write a pid file in the state directory, then sleep; return at once when "
+                                    "the file was there already (a resumed attempt)", idempotent=True)
+async def pid_once(name: str, seconds: float = 30.0, ctx: Any = None) -> str:
+    marker = Path(ctx.state_dir) / name
+    first = not marker.exists()
+    _log(ctx, {"pid_file": name, "first": first, "key": ctx.idempotency_key})
+    _write_pid(marker)
+    if first:
+        await asyncio.sleep(seconds)
+    return "awake"
+
+
+@event("test.slow_send", description="A slow side effect that is not idempotent: write a pid file in the state "
+                                     "directory, then sleep (unless the file was there already), then send")
+async def slow_send(to: str, name: str, seconds: float = 30.0, ctx: Any = None) -> dict[str, Any]:
+    marker = Path(ctx.state_dir) / name
+    first = not marker.exists()
+    _log(ctx, {"to": to, "phase": "start", "key": ctx.idempotency_key})
+    _write_pid(marker)
+    if first:
+        await asyncio.sleep(seconds)
+    _log(ctx, {"to": to, "phase": "end", "key": ctx.idempotency_key})
+    return {"sent": to}
