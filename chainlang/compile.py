@@ -61,6 +61,11 @@ class GraphNode:
     children: tuple["GraphNode", ...] = ()  # steps / parallel branches / then
     else_: tuple["GraphNode", ...] = ()
 
+    @property
+    def plain(self) -> bool:
+        """An event step with no `if`, no `foreach` and `on_error: fail`: nothing to do around it."""
+        return self.kind == "event" and self.condition is None and self.foreach is None and self.on_error == "fail"
+
 
 @dataclass(frozen=True, slots=True)
 class ExecutionGraph:

@@ -335,6 +335,7 @@ class TranscriptWriter:
         self._encode_envelope = json.JSONEncoder(
             ensure_ascii=False, separators=(",", ":"), allow_nan=False
         ).encode
+        self._run_id_json = self._encode_envelope(run_id)
         self.resumed = False
         self.repaired_torn_tail = False
 
@@ -403,16 +404,51 @@ class TranscriptWriter:
         field) for a value that is not plain JSON — str, int, finite float, bool, None,
         list/tuple, dict with str keys.
         """
-        return self._write(type, fields, True)
+        return self._write(type, fields)
 
     def write_checked(self, type: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """`write` for a caller whose values are plain JSON by construction (the
-        interpreter checks every tool result and input before it records it): the
-        per-value walk is skipped. The encoder still refuses NaN, infinities and objects
-        (`TypeError`); only non-string dict keys would pass, converted to strings."""
-        return self._write(type, fields, False)
+        """`write` for the interpreter, whose records are well-formed and whose values are
+        plain JSON by construction (it checks every tool result and input before recording
+        it): the per-value walk and the field checks are skipped, and the envelope is
+        written as text before the encoded fields. The encoder still refuses NaN,
+        infinities and objects (`TypeError`); only non-string dict keys would pass,
+        converted to strings. Returns `fields`, with the envelope added."""
+        if type not in RECORD_TYPES:
+            raise ValueError(f"unknown transcript record type {type!r}")
+        with self._lock:
+            fd = self._fd
+            if fd is None:
+                raise ValueError(f"transcript {self.path} is closed")
+            seq = self._seq + 1
+            ts = self._stamp()
+            try:
+                body = self._encode_envelope(fields)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"{type} record: {exc} (transcript values must be plain JSON)") from None
+            head = f'{{"type":"{type}","run_id":{self._run_id_json},"seq":{seq},"ts":"{ts}"'
+            line = head + ("," + body[1:] if len(body) > 2 else "}") + "\n"
+            if self._redactor and self._redactor.line_may_leak(line):
+                record = {"type": type, "run_id": self.run_id, "seq": seq, "ts": ts, **self._redactor.redact(fields)}
+                line = self._encode_envelope(record) + "\n"
+            else:
+                record = fields  # the caller's dict, given to it back with the envelope (no copy)
+                record["type"], record["run_id"], record["seq"], record["ts"] = type, self.run_id, seq, ts
+            data = _to_utf8(line, record)
+            try:
+                _write_all(fd, data)
+                if self.durable:
+                    os.fsync(fd)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, self._size)
+                except OSError:
+                    pass
+                raise
+            self._size += len(data)
+            self._seq = seq
+            return record
 
-    def _write(self, type: str, fields: dict[str, Any], check_values: bool) -> dict[str, Any]:
+    def _write(self, type: str, fields: dict[str, Any]) -> dict[str, Any]:
         if type not in RECORD_TYPES:
             raise ValueError(
                 f"unknown transcript record type {type!r}; expected one of {', '.join(sorted(RECORD_TYPES))}"
@@ -428,7 +464,7 @@ class TranscriptWriter:
             seq = self._seq + 1
             record: dict[str, Any] = {"type": type, "run_id": self.run_id, "seq": seq, "ts": self._stamp()}
             record.update(fields)
-            line = self._encode(record, fields) if check_values else self._encode_fast(record)
+            line = self._encode(record, fields)
             if self._redactor and self._redactor.line_may_leak(line):
                 record = {**{k: record[k] for k in _ENVELOPE}, **self._redactor.redact(fields)}
                 line = self._encode_envelope(record) + "\n"
@@ -466,12 +502,6 @@ class TranscriptWriter:
         return f"TranscriptWriter({str(self.path)!r}, run_id={self.run_id!r}, {state})"
 
     # -- internals
-
-    def _encode_fast(self, record: dict[str, Any]) -> str:
-        try:
-            return self._encode_envelope(record) + "\n"
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{record['type']} record: {exc} (transcript values must be plain JSON)") from None
 
     def _encode(self, record: dict[str, Any], fields: dict[str, Any]) -> str:
         # json.dumps alone would turn int keys into strings and NaN into invalid JSON
