@@ -15,6 +15,18 @@
   example.chain.yaml` (or `example.hooks.yaml`) holds the exact output of that
   command, run by the real CLI in a directory that holds only the preceding
   yaml block under that name, with `--tools docs/_tools/example_tools.py` added.
+* Every ```console block whose first line is `$ chainlang run [OPTIONS] FILE`
+  (FILE a `*.chain.yaml` name) holds what that command prints, stdout and
+  stderr together as a terminal shows them, run by the real CLI in a fresh
+  directory that holds the preceding yaml block, saved as FILE, and a
+  chainlang.toml that loads docs/_tools/example_tools.py (so the command is
+  exactly the one on the page, and the transcript names no extra tools). Later
+  lines of the block that start with `$ ` are more commands, run in the same
+  directory: `$ chainlang run ...` again, or `$ cat PATH` (a file as the runs
+  left it). What changes from one run to the next is not compared: durations
+  (`0.3 ms`, `1.25 s`, `"duration_ms":0.3`), wall-clock stamps
+  (`"ts":"2026-01-05T09:00:00.123Z"`) and run ids (`20260105T090000Z-1a2b3c`).
+  The directory the example ran in is shown as `/path/to`.
 * Every rule of the catalogue has its page docs/checks/<slug>.md, with a failing
   example and its output, and docs/checks/index.md lists every rule.
 * `mkdocs build --strict` passes.
@@ -26,6 +38,7 @@ console blocks with what the CLI prints now (then read the diff!).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -54,6 +67,7 @@ _MARKER_START = re.compile(r"^\s*<!--\s*check\b")
 _MARKER = re.compile(r"^<!-- check: (?P<body>\S.*?) -->$")
 _SKIP = re.compile(r"^skip -- (?P<reason>\S.*)$")
 _CHECK_COMMAND = re.compile(r"^\$ chainlang check\b")
+_RUN_COMMAND = re.compile(r"^\$ chainlang run\b")
 
 
 # -- reading the docs -----------------------------------------------------------
@@ -182,6 +196,7 @@ def read_docs() -> tuple[list[Block], list[str]]:
 BLOCKS, MARKER_PROBLEMS = read_docs()
 YAML_BLOCKS = [b for b in BLOCKS if b.lang == "yaml" and b.marker is not None and b.marker.skip is None]
 CONSOLE_BLOCKS = [b for b in BLOCKS if b.lang == "console" and _CHECK_COMMAND.match(b.text.split("\n", 1)[0])]
+RUN_BLOCKS = [b for b in BLOCKS if b.lang == "console" and _RUN_COMMAND.match(b.text.split("\n", 1)[0])]
 
 
 def block_id(block: Block) -> str:
@@ -217,12 +232,62 @@ def expected_console(block: Block) -> str:
 
 def run_cli(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
     assert block.previous is not None and block.previous.marker is not None
+    if block in RUN_BLOCKS:
+        return run_commands(block, directory)
     write_example(block.previous, directory)
     args, _ = console_command(block)
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("FORCE_COLOR", None)
     return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=directory, env=env,
                           capture_output=True, check=False, text=True, timeout=120)
+
+
+# -- `$ chainlang run` blocks ----------------------------------------------------------
+
+_DURATION = re.compile(r"\b\d+(?:\.\d+)? m?s\b|\b\d+m \d{2}s\b|\b\d+h \d{2}m \d{2}s\b|(?<=\"duration_ms\":)\d+(?:\.\d+)?")
+_STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+_RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
+EXAMPLE_DIR = "/path/to"  # how the pages show the directory an example ran in
+
+
+def run_block_commands(block: Block) -> list[tuple[str, list[str]]]:
+    """The commands of a `$ chainlang run` block: each line as written, and its words (without the `$`)."""
+    return [(line.rstrip(), shlex.split(line[2:])) for line in block.text.split("\n") if line.startswith("$ ")]
+
+
+def run_block_file(words: list[str]) -> str:
+    """The chain file a `chainlang run` command names."""
+    files = [w for w in words[2:] if re.fullmatch(r"[\w.-]+\.chain\.ya?ml", w)]
+    return files[0] if len(files) == 1 else ""
+
+
+def run_commands(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
+    """Run the commands of a `$ chainlang run` block in `directory`; their output in one text."""
+    assert block.previous is not None
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+    env.pop("FORCE_COLOR", None)
+    (directory / "chainlang.toml").write_text(f"tools = [{json.dumps(str(TOOLS))}]\n", encoding="utf-8")
+    out: list[str] = []
+    for line, words in run_block_commands(block):
+        if words[:2] == ["chainlang", "run"] and run_block_file(words):
+            (directory / run_block_file(words)).write_text(block.previous.text, encoding="utf-8")
+            done = subprocess.run([sys.executable, "-m", "chainlang.cli", *words[1:]],
+                                  cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  check=False, text=True, encoding="utf-8", timeout=120)
+            out.append(f"{line}\n{done.stdout}")
+        elif words[:1] == ["cat"] and len(words) == 2:
+            out.append(f"{line}\n{(directory / words[1]).read_text(encoding='utf-8')}")
+        else:
+            out.append(f"{line}\nunsupported command in a run block\n")
+    text = "".join(out)
+    for where in {str(directory.resolve()), str(directory)}:
+        text = text.replace(where, EXAMPLE_DIR)
+    return subprocess.CompletedProcess(["chainlang", "run"], 0, text, "")
+
+
+def comparable(text: str) -> str:
+    """`text` without what changes from run to run: durations, wall-clock stamps, run ids."""
+    return _RUN_ID.sub("RUN_ID", _STAMP.sub("TS", _DURATION.sub("N", text)))
 
 
 CliRuns = dict[str, Future[subprocess.CompletedProcess[str]]]
@@ -234,7 +299,8 @@ def cli_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     selected: list[Block] = [
         cast(Block, item.callspec.params["block"])
         for item in request.session.items
-        if isinstance(item, pytest.Function) and item.module is request.module and item.originalname == "test_console_output"
+        if isinstance(item, pytest.Function) and item.module is request.module
+        and item.originalname in ("test_console_output", "test_run_output")
     ]
     runnable = [b for b in selected if b.previous is not None and b.previous.marker is not None and b.previous.marker.skip is None]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
@@ -254,6 +320,7 @@ def test_markers_are_well_formed() -> None:
 def test_docs_have_examples() -> None:
     assert len(YAML_BLOCKS) > len(ALL_RULES), "the yaml blocks of the docs were not found"
     assert CONSOLE_BLOCKS, "the console blocks of the docs were not found"
+    assert RUN_BLOCKS, "the `$ chainlang run` blocks of the docs were not found"
 
 
 @pytest.mark.parametrize("block", YAML_BLOCKS, ids=block_id)
@@ -298,14 +365,37 @@ def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp
         assert result.returncode == (1 if errors else 0), f"{block.id}: exit status {result.returncode}"
 
 
-def update_console_block(block: Block, output: str) -> None:
+@pytest.mark.parametrize("block", RUN_BLOCKS, ids=block_id)
+def test_run_output(block: Block, cli_runs: CliRuns) -> None:
+    previous = block.previous
+    assert previous is not None and previous.lang == "yaml", (
+        f"{block.id}: a `$ chainlang run` console block must follow the yaml block it runs")
+    assert previous.marker is not None and previous.marker.skip is None and not previous.marker.rules, (
+        f"{block.id}: the yaml block above must be a chain that checks clean")
+    for line, words in run_block_commands(block):
+        if words[:2] == ["chainlang", "run"]:
+            assert run_block_file(words), f"{block.id}: `{line}` must name one FILE.chain.yaml"
+        else:
+            assert words[:1] == ["cat"] and len(words) == 2, f"{block.id}: unsupported command `{line}`"
+    got = "\n".join(line.rstrip() for line in cli_runs[block.id].result().stdout.split("\n")).strip("\n")
+    expected = "\n".join(line.rstrip() for line in block.text.split("\n")).strip("\n")
+    assert "Traceback" not in got, f"{block.id}: the command crashed:\n{got}"
+    if comparable(got) == comparable(expected):
+        return
+    if os.environ.get("UPDATE_DOCS"):
+        update_console_block(block, got, keep=0)
+        return
+    assert comparable(got) == comparable(expected), f"{block.id}: the output differs from the page; the commands printed:\n{got}"
+
+
+def update_console_block(block: Block, output: str, keep: int = 1) -> None:
     """Replace the output lines of a console block in its page (found again by position: earlier updates move lines)."""
     path = DOCS / block.page
     current, _ = read_page(path)
     line = current[block.index].line  # 1-based line of the opening fence
     lines = path.read_text(encoding="utf-8").split("\n")
     end = line + len(current[block.index].text.split("\n")) - 1  # index of the closing fence
-    lines[line + 1 : end] = output.split("\n")  # keep the fence and the `$ chainlang check` line
+    lines[line + keep : end] = output.split("\n")  # keep the fence (and the `$ chainlang check` line)
     path.write_text("\n".join(lines), encoding="utf-8")
 
 

@@ -215,7 +215,8 @@ class ChainRun:
                     async with asyncio.timeout(self.graph.timeout):
                         await self.sequence(self.graph.nodes, self.scope, self.prefix, "")
                 except TimeoutError:
-                    where = f"chain {self.graph.name}" if self.graph.name else "the run"
+                    where = (f"chain {self.graph.name}" if self.graph.name
+                             else "the run" if self.depth == 0 else f"sub-chain {self.graph.file}")
                     raise LimitExceeded("timeout", f"{where} took longer than its limit timeout "
                                                    f"({_seconds(self.graph.timeout)})") from None
             else:
@@ -636,7 +637,7 @@ class ChainRun:
 
     async def decide(self, node: GraphNode, rt: EventRuntime, ipath: str, params: dict[str, Any],
                      problems: list[str], scope: Scope) -> "Decision":
-        from chainlang.runtime.decide import DecideRequest, Decision, DecisionNeeded
+        from chainlang.runtime.decide import DecideError, DecideRequest, Decision, DecisionNeeded
 
         run = self.run
         recorded = run.replay.decisions.get(ipath) if run.replay else None
@@ -650,8 +651,8 @@ class ChainRun:
             try:
                 holds = truthy(node.decide_expr(scope))
             except ExprEvalError as exc:
-                raise StepFailed(ipath, rt.spec.name, error_of(
-                    "expression", f"decide `{_short(condition, 80)}` (line {node.line}): {exc.message}")) from None
+                self.fail_early(node, scope, ipath, error_of(
+                    "expression", f"decide `{_short(condition, 80)}` (line {node.line}): {exc.message}"), params)
             if not holds:
                 decision = Decision("skip", None, f"condition `{_short(condition, 80)}` is false", "embedded")
             elif not problems:
@@ -666,9 +667,12 @@ class ChainRun:
             try:
                 decision = await run.decider.decide(request)
             except DecisionNeeded as exc:
-                run.emit("decide", step=ipath, event=rt.spec.name, asked=asked, action=None, reason=str(exc),
+                run.emit("decide", step=ipath, event=rt.spec.name, asked=asked, action="fail", reason=str(exc),
                          source="fallback")
                 self.fail_early(node, scope, ipath, error_of("decide", str(exc)), params)
+            except DecideError as exc:  # e.g. the model's API key variable is not set
+                self.fail_early(node, scope, ipath, error_of("decide", f"{rt.spec.name}: the decide model cannot be "
+                                                                       f"used: {exc}"), params)
         record = decision.to_record()
         run.emit("decide", step=ipath, event=rt.spec.name, asked=asked, **record)
         return decision

@@ -259,7 +259,7 @@ class _Formatter:
         return self.clean(error)
 
     def run_started(self, rec: dict[str, Any]) -> Line:
-        chain, file = rec.get("chain"), rec.get("file")
+        chain, file = rec.get("chain"), _relative(rec.get("file"))
         what = "resume" if rec.get("resumed") is True else "run"
         line: Line = [(self.symbols["run"], "bold"), (" ", ""), (what, "bold")]
         if chain:
@@ -320,7 +320,10 @@ class _Formatter:
     def run_finished(self, rec: dict[str, Any]) -> Line:
         status = self.clean(rec.get("status") or "finished", _MAX_NAME)
         took = _duration(rec.get("duration_ms"))
-        message = self._error(rec.get("error")) if rec.get("error") else ""
+        # an interrupted run's message (how to resume, what to check) is printed whole by the
+        # command after the view closes: here it would be cut, and said twice
+        error = rec.get("error") if status != "interrupted" else None
+        message = self._error(error) if error else ""
         line: Line = [(f"run {status}", _RUN_STYLE.get(status, "warn"))]
         if message:
             line.append((f": {message}", ""))
@@ -700,3 +703,13 @@ class RichProgress:
         else:
             self._spinner.update(text=footer)
         return Group(table, self._spinner) if self._running else footer
+
+
+def _relative(file: Any) -> Any:
+    """A chain file as the user would type it: relative to the working directory when under it."""
+    if not isinstance(file, str) or not os.path.isabs(file):
+        return file
+    try:
+        return os.path.relpath(file) if not os.path.relpath(file).startswith("..") else file
+    except ValueError:  # another drive (Windows)
+        return file

@@ -291,7 +291,8 @@ async def resume_async(
     replay = Replay(rerun=frozenset(rerun), skip=frozenset(skip))
     for step, entry in recorded.steps.items():
         replay.started[step] = entry.started
-        if entry.finished is not None:
+        # a cancelled attempt was interrupted mid-call: resumed like one without an end
+        if entry.finished is not None and entry.finished.get("status") != "cancelled":
             replay.finished[step] = entry.finished
     for step, decisions in recorded.decisions.items():
         replay.decisions[step] = list(decisions)
