@@ -572,3 +572,67 @@ def test_decide_config_errors(tmp_path: Path) -> None:
         toml.write_text(text)
         with pytest.raises(ConfigError, match=match):
             load_config(toml)
+
+
+# -- the model decider in a real run ----------------------------------------------------------------
+
+
+RUN_TOOLS = str(Path(__file__).parent / "run" / "run_tools.py")
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_run_asks_the_configured_model_records_it_and_resume_reuses_it(endpoint: FakeEndpoint, tmp_path: Path) -> None:
+    import chainlang
+
+    (tmp_path / "chainlang.toml").write_text(
+        f'[decide]\nbase_url = "{endpoint.url}"\nmodel = "phi3"\napi_key_env = "{KEY_ENV}"\n')
+    chain = tmp_path / "t.chain.yaml"
+    chain.write_text("""
+steps:
+  - test.echo: {value: "mail from {inputs.who}"}
+  - test.send: {to: "{inputs.who}"}
+    decide: "only when the message looks urgent"
+  - test.echo: {value: after}
+inputs:
+  who: {type: string}
+outputs: {sent: "{test.send.status}", last: "{test.echo.result}"}
+""")
+    endpoint.reply({"action": "skip"})
+    transcript = tmp_path / "run.jsonl"
+    result = chainlang.run(chain, {"who": KEY[:3] + "x"}, tools=[RUN_TOOLS], transcript=transcript)
+    assert result.status == "ok", result.error
+    assert result.outputs == {"sent": None, "last": "after"}
+    # what the model was asked: the condition, the params, the response format
+    body = endpoint.requests[0]["body"]
+    assert body["model"] == "phi3" and body["response_format"]["type"] == "json_schema"
+    assert "only when the message looks urgent" in json.dumps(body)
+    records = _records(transcript)
+    decide = [r for r in records if r["type"] == "decide"]
+    assert len(decide) == 1
+    assert decide[0]["action"] == "skip" and decide[0]["source"] == "model"
+    assert decide[0]["asked"]["condition"] == "only when the message looks urgent"
+    assert KEY not in transcript.read_text()  # the API key never reaches the transcript
+
+    # cut the run just after the decision and resume: the model is not asked again
+    lines = transcript.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "decide")
+    transcript.write_text("".join(lines[: cut + 1]))
+    resumed = chainlang.resume(transcript)
+    assert resumed.status == "ok" and resumed.outputs == result.outputs
+    assert len(endpoint.requests) == 1
+
+
+def test_a_model_answer_that_is_not_a_decision_fails_the_step(endpoint: FakeEndpoint, tmp_path: Path) -> None:
+    import chainlang
+
+    (tmp_path / "chainlang.toml").write_text(
+        f'[decide]\nbase_url = "{endpoint.url}"\nmodel = "phi3"\napi_key_env = "{KEY_ENV}"\n')
+    chain = tmp_path / "t.chain.yaml"
+    chain.write_text("steps:\n  - test.echo: {value: 1}\n    decide: \"when the sky is blue\"\n")
+    endpoint.reply({"action": "maybe"})
+    result = chainlang.run(chain, tools=[RUN_TOOLS], transcript=tmp_path / "run.jsonl")
+    assert result.status == "failed"
+    assert result.error is not None and result.error["type"] == "decide"
