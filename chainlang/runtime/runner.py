@@ -80,9 +80,13 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     from chainlang.registry.config import find_project_config
     from chainlang.registry.errors import RegistryError
 
+    from chainlang.api import file_kind
+
     chain_path = Path(path)
     if not chain_path.is_file():
         raise UsageError(f"{path}: no such chain file")
+    if file_kind(str(path)) == "hooks":
+        raise UsageError(f"{path} is a hooks file: it has no steps to run (hooks fire around the steps of a chain)")
     start_dir = chain_path.parent
     try:
         config = find_project_config(start_dir)
