@@ -422,17 +422,20 @@ class ChainRun:
                 self.finish_unstarted(node, scope, ipath, replay.started[ipath].get("params"), "skipped",
                                       "skipped on resume (--skip)")
                 return
-        if not self.allowed(name):
-            raise StepFailed(ipath, name, error_of("not_allowed", f"{name} is not in the allow list of this chain"
-                                                                   + (" or of a chain that called it" if len(self.allow) > 1 else "")))
+        if self.allow and not self.allowed(name):
+            self.fail_early(node, scope, ipath, error_of(
+                "not_allowed", f"{name} is not in the allow list of this chain"
+                               + (" or of a chain that called it" if len(self.allow) > 1 else "")))
         run.steps_run += 1
         if run.steps_run > run.max_steps:
             raise LimitExceeded("max_steps", f"the run executed more than max_steps = {run.max_steps} steps "
                                              f"(at step {ipath}, {name})")
-        try:
-            rt = self.runtime(name)
-        except EventUnavailable as exc:
-            self.fail_early(node, scope, ipath, error_of("unavailable", str(exc)))
+        rt = run.events.get(name)
+        if rt is None:
+            try:
+                rt = self.runtime(name)
+            except EventUnavailable as exc:
+                self.fail_early(node, scope, ipath, error_of("unavailable", str(exc)))
         try:
             params = {key: value.render(scope) for key, value in node.params.items()}
         except ExprEvalError as exc:
@@ -527,7 +530,10 @@ class ChainRun:
             except Exception as exc:
                 error = error_of("tool_error", _tool_message(exc))
             if error is None:
-                self.finish(node, scope, ipath, params, start, attempt, result, None)
+                duration = round((time.perf_counter() - start) * 1000, 3)
+                run.emit("step_finished", step=ipath, event=name, status="ok", result=result, error=None,
+                         duration_ms=duration, attempt=attempt)
+                scope.record(node.path, name, node.id, Rec("ok", result, None, params, duration))
                 if run.hooks.active:
                     await run.hooks.post(name, params, result, ipath)
                 return

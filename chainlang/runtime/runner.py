@@ -342,10 +342,15 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     write = writer.write_checked  # every value is JSON by construction (inputs and results are checked)
 
     def emit(type: str, **fields: Any) -> dict[str, Any]:
-        rec = write(type, fields)
-        if view is not None:
-            view.record(rec)
-        return rec
+        return write(type, fields)
+
+    if view is not None:
+        show = view.record
+
+        def emit(type: str, **fields: Any) -> dict[str, Any]:  # noqa: F811 - the same, shown live
+            rec = write(type, fields)
+            show(rec)
+            return rec
 
     graph = prepared.graph
     assert graph is not None

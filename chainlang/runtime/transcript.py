@@ -425,17 +425,24 @@ class TranscriptWriter:
                 body = self._encode_envelope(fields)
             except (TypeError, ValueError) as exc:
                 raise TypeError(f"{type} record: {exc} (transcript values must be plain JSON)") from None
-            head = f'{{"type":"{type}","run_id":{self._run_id_json},"seq":{seq},"ts":"{ts}"'
-            line = head + ("," + body[1:] if len(body) > 2 else "}") + "\n"
-            if self._redactor and self._redactor.line_may_leak(line):
+            if len(body) > 2:
+                line = f'{{"type":"{type}","run_id":{self._run_id_json},"seq":{seq},"ts":"{ts}",{body[1:]}\n'
+            else:
+                line = f'{{"type":"{type}","run_id":{self._run_id_json},"seq":{seq},"ts":"{ts}"}}\n'
+            if self._redactor.secrets and self._redactor.line_may_leak(line):
                 record = {"type": type, "run_id": self.run_id, "seq": seq, "ts": ts, **self._redactor.redact(fields)}
                 line = self._encode_envelope(record) + "\n"
             else:
                 record = fields  # the caller's dict, given to it back with the envelope (no copy)
                 record["type"], record["run_id"], record["seq"], record["ts"] = type, self.run_id, seq, ts
-            data = _to_utf8(line, record)
             try:
-                _write_all(fd, data)
+                data = line.encode("utf-8")
+            except UnicodeEncodeError:
+                data = _to_utf8(line, record)
+            try:
+                written = os.write(fd, data)
+                if written != len(data):  # a short write (a signal, a nearly full disk): finish it
+                    _write_all(fd, data[written:])
                 if self.durable:
                     os.fsync(fd)
             except BaseException:
