@@ -31,7 +31,7 @@ class CompiledValue:
             return self.data
         if len(self.templates) == 1 and self.templates[0][0] == ():
             return self.templates[0][1](resolve)
-        data = _copy(self.data)
+        data = copy_json(self.data)
         for path, fn in self.templates:
             data = _assign(data, path, fn(resolve))
         return data
@@ -216,11 +216,12 @@ def _value(value: Value) -> CompiledValue:
                                            for tv in value.templates))
 
 
-def _copy(data: Any) -> Any:
+def copy_json(data: Any) -> Any:
+    """A deep copy of JSON data (dicts and lists are copied, scalars shared)."""
     if isinstance(data, dict):
-        return {k: _copy(v) for k, v in data.items()}
+        return {k: copy_json(v) for k, v in data.items()}
     if isinstance(data, list):
-        return [_copy(v) for v in data]
+        return [copy_json(v) for v in data]
     return data
 
 

@@ -134,10 +134,9 @@ def _use_color(stream: Any) -> bool:
 
 
 def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return str(path)
+    from chainlang.registry.config import display_path
+
+    return display_path(path)
 
 
 def _err(text: str) -> None:

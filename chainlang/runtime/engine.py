@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, NoReturn, Protocol
 
-from chainlang.compile import CompiledValue, ExecutionGraph, GraphNode
+from chainlang.compile import CompiledValue, ExecutionGraph, GraphNode, copy_json
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
 from chainlang.runtime.context import Clock, RunContext
@@ -770,7 +770,7 @@ def apply_input_defaults(graph: ExecutionGraph, inputs: dict[str, Any]) -> dict[
     out = dict(inputs)
     for name, schema in graph.inputs.items():
         if name not in out and isinstance(schema, dict) and "default" in schema:
-            out[name] = _copy_json(schema["default"])
+            out[name] = copy_json(schema["default"])
     return out
 
 
@@ -856,14 +856,6 @@ def _tool_message(exc: BaseException) -> str:
     if isinstance(exc, ValueError) and text:  # tools raise ValueError with a message meant for users
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _copy_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(v) for v in value]
-    return value
 
 
 __all__ = [

@@ -439,20 +439,7 @@ class TranscriptWriter:
                 data = line.encode("utf-8")
             except UnicodeEncodeError:
                 data = _to_utf8(line, record)
-            try:
-                written = os.write(fd, data)
-                if written != len(data):  # a short write (a signal, a nearly full disk): finish it
-                    _write_all(fd, data[written:])
-                if self.durable:
-                    os.fsync(fd)
-            except BaseException:
-                try:
-                    os.ftruncate(fd, self._size)
-                except OSError:
-                    pass
-                raise
-            self._size += len(data)
-            self._seq = seq
+            self._append(fd, data, seq)
             return record
 
     def _write(self, type: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -475,21 +462,26 @@ class TranscriptWriter:
             if self._redactor and self._redactor.line_may_leak(line):
                 record = {**{k: record[k] for k in _ENVELOPE}, **self._redactor.redact(fields)}
                 line = self._encode_envelope(record) + "\n"
-            data = _to_utf8(line, record)
-            try:
-                _write_all(fd, data)
-                if self.durable:
-                    os.fsync(fd)
-            except BaseException:
-                # never leave half a line behind: the next line would glue onto it
-                try:
-                    os.ftruncate(fd, self._size)
-                except OSError:
-                    pass
-                raise
-            self._size += len(data)
-            self._seq = seq
+            self._append(fd, _to_utf8(line, record), seq)
             return record
+
+    def _append(self, fd: int, data: bytes, seq: int) -> None:
+        """Write one line (the lock is held); on failure, never leave half a line behind:
+        the next line would glue onto it."""
+        try:
+            written = os.write(fd, data)
+            if written != len(data):  # a short write (a signal, a nearly full disk): finish it
+                _write_all(fd, data[written:])
+            if self.durable:
+                os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, self._size)
+            except OSError:
+                pass
+            raise
+        self._size += len(data)
+        self._seq = seq
 
     def close(self) -> None:
         """Close the file (idempotent). Writing afterwards raises `ValueError`."""
