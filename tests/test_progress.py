@@ -560,3 +560,16 @@ def test_rich_close_is_idempotent_and_late_records_are_ignored() -> None:
     view.close()
     view.record(sample_run()[0])
     assert "run greet" not in out.getvalue()
+
+
+def test_notes_are_shown_in_order_with_the_steps_even_when_quiet() -> None:
+    for mode in ("plain", "quiet"):
+        stream = io.StringIO()
+        view = make_progress(stream, mode, color=False)  # type: ignore[arg-type]
+        view.record({"type": "step_finished", "run_id": "r", "seq": 1, "ts": "t", "step": "1", "event": "a.b",
+                     "status": "ok", "result": None, "error": None, "duration_ms": 1.0})
+        view.note("[info] hello\u202e\nworld")
+        view.close()
+        lines = stream.getvalue().splitlines()
+        assert lines[-1] == "[info] hello\\u202e world"
+        assert len(lines) == (2 if mode == "plain" else 1)

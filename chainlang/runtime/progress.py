@@ -72,6 +72,7 @@ Mode = Literal["auto", "plain", "rich", "quiet"]
 
 MAX_TEXT = 200  # characters of one message, reason or error on a line
 _MAX_NAME = 80  # characters of a step path or an event name
+_MAX_NOTE = 1000  # characters of a notification line
 
 # One piece of a line: its text and a style name ("" for none), rendered as ANSI escapes by
 # the plain view and as rich styles by the rich view.
@@ -132,9 +133,12 @@ _RUN_STYLE = {"ok": "ok", "failed": "fail", "broken": "fail"}
 
 
 class ProgressView(Protocol):
-    """What the interpreter talks to: every transcript record, then `close()` once."""
+    """What the interpreter talks to: every transcript record, then `close()` once.
+    `note(text)` shows a line meant for the user (a notification), in order with the steps."""
 
     def record(self, rec: dict[str, Any]) -> None: ...
+
+    def note(self, text: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -147,7 +151,7 @@ def make_progress(stream: TextIO, mode: Mode = "auto", *, color: bool | None = N
     NO_COLOR turns colour off, FORCE_COLOR on, otherwise colour when the stream is a terminal.
     """
     if mode == "quiet":
-        return QuietProgress()
+        return QuietProgress(stream)
     if mode not in ("auto", "plain", "rich"):
         raise ValueError(f"unknown progress mode {mode!r}: expected auto, plain, rich or quiet")
     if color is None:
@@ -340,10 +344,21 @@ class _Formatter:
 
 
 class QuietProgress:
-    """Shows nothing."""
+    """Shows no progress; notes (notifications meant for the user) still go to `stream`."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
 
     def record(self, rec: dict[str, Any]) -> None:
         pass
+
+    def note(self, text: str) -> None:
+        if self._stream is not None:
+            try:
+                self._stream.write(visible(" ".join(text.splitlines()))[:_MAX_NOTE] + "\n")
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._stream = None
 
     def close(self) -> None:
         pass
@@ -379,6 +394,11 @@ class PlainProgress:
         if handler is not None and not self._dead:
             with self._lock:
                 handler(rec)
+
+    def note(self, text: str) -> None:
+        if not self._dead:
+            with self._lock:
+                self._write_line(self._fmt.clean(text, _MAX_NOTE), flush=True)
 
     def close(self) -> None:
         with self._lock:
@@ -591,6 +611,14 @@ class RichProgress:
                 return
             self._dirty = True
 
+    def note(self, text: str) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if self._room("note"):
+                self._pending.append(("note", [(self._fmt.clean(text, _MAX_NOTE), "")]))
+            self._dirty = True
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -641,24 +669,26 @@ class RichProgress:
                 return
             self._dirty = False
             table = None if final else self._table()
-        lines = [line for _, line in pending]
+        lines = [(kind == "note", line) for kind, line in pending]  # a note wraps; step lines are cut
         if elided:  # the lines left out came before a run line (which is never left out)
             at = len(lines) - 1 if pending and pending[-1][0] == "run" else len(lines)
-            lines.insert(at, self._fmt.elided(elided))
+            lines.insert(at, (False, self._fmt.elided(elided)))
         try:
             if lines:
                 from rich.console import Group
 
-                self._console.print(Group(*(self._text(line) for line in lines)))
+                self._console.print(Group(*(self._text(line, wrap) for wrap, line in lines)))
             if self._live is not None and table is not None:
                 self._live.update(table, refresh=True)
         except (OSError, ValueError):
             self._stop.set()
 
-    def _text(self, line: Line) -> Text:
+    def _text(self, line: Line, wrap: bool = False) -> Text:
         from rich.text import Text
 
         parts = ((part, _RICH_STYLES.get(style, "")) for part, style in line)
+        if wrap:
+            return Text.assemble(*parts)
         return Text.assemble(*parts, no_wrap=True, overflow=self._overflow)
 
     def _table(self) -> RenderableType:

@@ -334,10 +334,12 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
     if on_transcript is not None:
         on_transcript(where)
-    if prepared.hooks:
-        (notify or _stderr)(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
-                            "but does not run them yet")
     view = progress
+    # notifications go through the progress view, so they appear in order with the steps
+    notify = notify or (view.note if view is not None else _stderr)
+    if prepared.hooks:
+        notify(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
+               "but does not run them yet")
 
     write = writer.write_checked  # every value is JSON by construction (inputs and results are checked)
 
@@ -359,7 +361,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=prepared.root / STATE_DIR,
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,
-        notify=notify or _stderr,
+        notify=notify,
         load_chain=prepared.loader,
     )
     start = time.perf_counter()
