@@ -659,3 +659,85 @@ def test_run_async_inside_a_running_loop(tmp_path: Path) -> None:
     path.write_text("steps:\n  - test.echo: {value: 5}\noutputs: {v: '{test.echo.result}'}\n")
     result = asyncio.run(_run_async(path, tmp_path / "r.jsonl"))
     assert result.outputs == {"v": 5}
+
+
+# -- malformed chains never start, and never crash the runner ------------------------------
+
+
+ERR_CHAINS = sorted((Path(__file__).parent / "chains" / "err").glob("*.chain.y*ml"))
+
+
+@pytest.mark.parametrize("path", ERR_CHAINS, ids=[p.name for p in ERR_CHAINS])
+def test_every_error_golden_is_refused_before_it_runs(path: Path, tmp_path: Path) -> None:
+    transcript = tmp_path / "run.jsonl"
+    try:
+        result = chainlang.run(path, {}, tools=[TOOLS], transcript=transcript, now=NOW)
+    except UsageError as exc:  # e.g. a hooks file, or inputs it needs
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert result.status == "invalid", (path.name, result.status, result.error)
+    assert result.diagnostics
+    assert not transcript.exists()
+
+
+# -- blocks: on_error, timeout; retry delays; break in a sub-chain ----------------------------------
+
+
+def test_a_failing_block_with_on_error_continue_lets_the_chain_go_on(tmp_path: Path) -> None:
+    ran = run(tmp_path, """
+steps:
+  - id: risky
+    on_error: continue
+    steps:
+      - test.echo: {value: 1}
+      - test.fail: {message: inner}
+      - test.echo: {value: never}
+  - test.echo: {value: "{risky.status}: {risky.error.message}"}
+outputs: {said: "{test.echo.result}"}
+""")
+    assert ran.status == "ok"
+    assert ran.outputs == {"said": "failed: RuntimeError: inner"}
+    assert "1.3" not in ran.steps("step_started")
+
+
+def test_a_block_timeout_cancels_what_runs_inside(tmp_path: Path) -> None:
+    ran = run(tmp_path, """
+steps:
+  - timeout: 100ms
+    on_error: continue
+    steps:
+      - test.sleep: {seconds: 30}
+  - test.echo: {value: after}
+""")
+    assert ran.status == "ok"
+    assert ran.finished("1.1")["status"] == "cancelled"
+    assert ran.finished("2")["result"] == "after"
+
+
+def test_retry_delays_grow_by_backoff_up_to_max_delay() -> None:
+    from chainlang.model.nodes import Retry
+    from chainlang.runtime.engine import _delay
+
+    retry = Retry(node=None, attempts=6, delay=1.0, backoff=2.0, max_delay=5.0)  # type: ignore[arg-type]
+    assert [_delay(retry, n) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+    huge = Retry(node=None, attempts=3, delay=1.0, backoff=1e308, max_delay=None)  # type: ignore[arg-type]
+    assert _delay(huge, 3) == 3600.0  # no overflow, and never more than an hour
+
+
+def test_break_in_a_sub_chain_stops_only_the_sub_chain(tmp_path: Path) -> None:
+    (tmp_path / "sub.chain.yaml").write_text("""
+steps:
+  - test.echo: {value: in sub}
+  - test.fail: {}
+    on_error: break
+  - test.echo: {value: never}
+outputs: {last: "{test.echo.result}"}
+""")
+    ran = run(tmp_path, """
+steps:
+  - chain.run: {path: sub.chain.yaml}
+  - test.echo: {value: "after {chain.run.last}"}
+outputs: {said: "{test.echo.result}"}
+""")
+    assert ran.status == "ok"
+    assert ran.outputs == {"said": "after in sub"}

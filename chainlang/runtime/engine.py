@@ -823,11 +823,18 @@ def _replace(node: GraphNode, **changes: Any) -> GraphNode:
     return dataclasses.replace(node, **changes)
 
 
+MAX_RETRY_DELAY = 3600.0  # seconds: no wait between two attempts is longer, whatever the backoff
+
+
 def _delay(retry: Any, attempt: int) -> float:
-    delay = float(retry.delay) * (float(retry.backoff) ** (attempt - 1))
+    """The wait after failed attempt `attempt`: delay × backoff^(attempt-1), at most max_delay."""
+    try:
+        delay = float(retry.delay) * (float(retry.backoff) ** (attempt - 1))
+    except OverflowError:
+        delay = math.inf
     if retry.max_delay is not None:
         delay = min(delay, float(retry.max_delay))
-    return max(0.0, delay) if math.isfinite(delay) else float(retry.max_delay or 0.0)
+    return max(0.0, min(delay, MAX_RETRY_DELAY))
 
 
 def _ms(start: float) -> float:
