@@ -220,7 +220,7 @@ def copy_json(data: Any) -> Any:
     """A deep copy of JSON data (dicts and lists are copied, scalars shared)."""
     if isinstance(data, dict):
         return {k: copy_json(v) for k, v in data.items()}
-    if isinstance(data, list):
+    if isinstance(data, (list, tuple)):  # a tuple (a tool's result) becomes a list, as in JSON
         return [copy_json(v) for v in data]
     return data
 

@@ -376,6 +376,8 @@ class ChainRun:
                     for _ in range(limit):
                         group.create_task(worker())
         except BaseExceptionGroup as group_error:
+            for sub in scopes:  # what ran stays visible (to a block's on_error: continue, and after)
+                scope.merge(sub)
             raise _first(group_error) from None
         for sub in scopes:
             scope.merge(sub)
@@ -415,7 +417,7 @@ class ChainRun:
         replay = run.replay
         if replay is not None:
             done = replay.finished.get(ipath)
-            if done is not None and done.get("status") in ("ok", "skipped", "failed"):
+            if done is not None and not self.retries_left(ipath, done):
                 self.replayed(node, scope, ipath, done)
                 return
             if ipath in replay.skip and ipath in replay.started:
@@ -426,10 +428,6 @@ class ChainRun:
             self.fail_early(node, scope, ipath, error_of(
                 "not_allowed", f"{name} is not in the allow list of this chain"
                                + (" or of a chain that called it" if len(self.allow) > 1 else "")))
-        run.steps_run += 1
-        if run.steps_run > run.max_steps:
-            raise LimitExceeded("max_steps", f"the run executed more than max_steps = {run.max_steps} steps "
-                                             f"(at step {ipath}, {name})")
         rt = run.events.get(name)
         if rt is None:
             try:
@@ -453,7 +451,7 @@ class ChainRun:
                 self.finish_unstarted(node, scope, ipath, params, "skipped", decision.reason)
                 return
             if decision.action == "break":
-                self.finish_unstarted(node, scope, ipath, params, "skipped", decision.reason)
+                self.finish_unstarted(node, scope, ipath, params, "skipped", decision.reason, broke=True)
                 raise ChainBroken(ipath, f"the decide model answered break at step {ipath} ({name}): {decision.reason}")
             params = decision.params or {}
             problems = rt.check_params(params)
@@ -463,13 +461,27 @@ class ChainRun:
                     params)
         await self.attempts(node, rt, scope, ipath, params)
 
+    def retries_left(self, ipath: str, done: dict[str, Any]) -> bool:
+        """A failed attempt that was to be retried when the run was interrupted (in the wait
+        before the next attempt): the resume goes on with the next attempt."""
+        if done.get("status") != "failed":
+            return False
+        started = self.run.replay.started.get(ipath) if self.run.replay else None
+        error = done.get("error") or {}
+        attempt, most = done.get("attempt"), (started or {}).get("max_attempts")
+        return (isinstance(attempt, int) and isinstance(most, int) and attempt < most
+                and error.get("type") in _RETRIED)
+
     def replayed(self, node: GraphNode, scope: Scope, ipath: str, done: dict[str, Any]) -> None:
         started = self.run.replay.started.get(ipath) if self.run.replay else None
         params = started.get("params") if started else None
         rec = Rec(done["status"], done.get("result"), done.get("error"), params, done.get("duration_ms", 0))
-        if rec.status == "ok" or rec.status == "failed":
+        if started is not None and "max_attempts" in started:  # it reached its tool: an executed step
             self.run.steps_run += 1
         scope.record(node.path, node.event, node.id, rec)
+        if done.get("broke"):
+            raise ChainBroken(ipath, f"the decide model answered break at step {ipath} ({node.event}): "
+                                     f"{done.get('reason', '')}")
         if rec.status == "failed":
             raise StepFailed(ipath, node.event, rec.error or error_of("failed", "failed"))
 
@@ -481,10 +493,11 @@ class ChainRun:
         scope.record(node.path, node.event, node.id, Rec("failed", None, error, params))
         raise StepFailed(ipath, node.event, error)
 
-    def finish_unstarted(self, node: GraphNode, scope: Scope, ipath: str, params: Any, status: str, why: str) -> None:
+    def finish_unstarted(self, node: GraphNode, scope: Scope, ipath: str, params: Any, status: str, why: str,
+                         **extra: Any) -> None:
         self.run.emit("step_started", step=ipath, event=node.event, attempt=1, params=params)
         self.run.emit("step_finished", step=ipath, event=node.event, status=status, result=None, error=None,
-                      duration_ms=0, attempt=1, reason=why)
+                      duration_ms=0, attempt=1, reason=why, **extra)
         scope.record(node.path, node.event, node.id, Rec(status, None, None, params))
 
     async def attempts(self, node: GraphNode, rt: EventRuntime, scope: Scope, ipath: str, params: dict[str, Any]) -> None:
@@ -495,30 +508,44 @@ class ChainRun:
         first = 1
         if run.replay is not None:
             first = self.resume_attempt(rt, ipath)
+        run.steps_run += 1  # an executed step: its event is called (once, however many attempts)
+        if run.steps_run > run.max_steps:
+            raise LimitExceeded("max_steps", f"the run executed more than max_steps = {run.max_steps} steps "
+                                             f"(at step {ipath}, {name})")
         for attempt in range(first, tries + 1):
             run.emit("step_started", step=ipath, event=name, attempt=attempt, max_attempts=tries, params=params)
             start = time.perf_counter()
+            deadline = None
             try:
+                # the tool gets its own copy: what it does to its params changes no recorded value
                 if node.timeout is not None:
-                    async with asyncio.timeout(node.timeout):
-                        result = await self.call(rt, params, ipath, attempt)
+                    deadline = asyncio.timeout(node.timeout)
+                    async with deadline:
+                        result = await self.call(rt, copy_json(params), ipath, attempt)
                 elif rt.direct:  # the common case, without the detour through call()
-                    result = await rt.func(**params)  # type: ignore[misc]
+                    result = await rt.func(**copy_json(params))  # type: ignore[misc]
                 else:
-                    result = await self.call(rt, params, ipath, attempt)
-                if rt.check_result is None and _is_plain_json(result):
+                    result = await self.call(rt, copy_json(params), ipath, attempt)
+                if rt.check_result is None and _is_plain_json(result, tuples=False):
                     error = None
                 else:
-                    problem = self.check_result(rt, result)
+                    result, problem = self.check_result(rt, result)
                     error = None if problem is None else error_of("result", problem)
-            except asyncio.CancelledError:
-                run.emit("step_finished", step=ipath, event=name, status="cancelled", result=None,
-                         error=error_of("cancelled", "cancelled: another branch failed or the run stopped"),
-                         duration_ms=_ms(start), attempt=attempt)
-                scope.record(node.path, name, node.id, Rec("cancelled", None, None, params, _ms(start)))
-                raise
-            except TimeoutError:
-                error = error_of("timeout", f"{name} took longer than its timeout ({_seconds(node.timeout or 0)})")
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling() == 0:  # the tool raised it: not a cancellation
+                    error = error_of("tool_error", _tool_message(exc) or "CancelledError")
+                else:
+                    run.emit("step_finished", step=ipath, event=name, status="cancelled", result=None,
+                             error=error_of("cancelled", "cancelled: another branch failed or the run stopped"),
+                             duration_ms=_ms(start), attempt=attempt)
+                    scope.record(node.path, name, node.id, Rec("cancelled", None, None, params, _ms(start)))
+                    raise
+            except TimeoutError as exc:
+                if deadline is not None and deadline.expired():
+                    error = error_of("timeout", f"{name} took longer than its timeout ({_seconds(node.timeout or 0)})")
+                else:  # raised by the tool itself (a socket timeout...)
+                    error = error_of("tool_error", _tool_message(exc))
             except LimitExceeded as exc:
                 self.finish(node, scope, ipath, params, start, attempt, None, error_of("limit", exc.message))
                 raise
@@ -527,16 +554,22 @@ class ChainRun:
             except ChainFailed as exc:  # a sub-chain failed: not retried (its own steps retry)
                 self.finish(node, scope, ipath, params, start, attempt, None, exc.error)
                 raise StepFailed(ipath, name, exc.error) from None
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # any other exception of a tool is its failure, not the run's end
                 error = error_of("tool_error", _tool_message(exc))
             if error is None:
                 duration = round((time.perf_counter() - start) * 1000, 3)
-                run.emit("step_finished", step=ipath, event=name, status="ok", result=result, error=None,
-                         duration_ms=duration, attempt=attempt)
-                scope.record(node.path, name, node.id, Rec("ok", result, None, params, duration))
-                if run.hooks.active:
-                    await run.hooks.post(name, params, result, ipath)
-                return
+                try:
+                    run.emit("step_finished", step=ipath, event=name, status="ok", result=result, error=None,
+                             duration_ms=duration, attempt=attempt)
+                except TypeError as exc:  # a value the encoder refuses: the result is at fault, not the run
+                    error = error_of("result", f"{name} returned a result that cannot be written as JSON: {exc}")
+                else:
+                    scope.record(node.path, name, node.id, Rec("ok", result, None, params, duration))
+                    if run.hooks.active:
+                        await run.hooks.post(name, params, result, ipath)
+                    return
             self.finish(node, scope, ipath, params, start, attempt, None, error)
             if attempt < tries and retry is not None:
                 await asyncio.sleep(_delay(retry, attempt))
@@ -561,6 +594,8 @@ class ChainRun:
         if started is None:
             return 1
         attempt = int(started.get("attempt", 1))
+        if ipath in replay.finished:  # that attempt failed and is to be retried
+            return attempt + 1
         # no end recorded, or `cancelled` (interrupted mid-call: its effect is just as unknown)
         if rt.spec.idempotent or rt.spec.kind == "chain" or rt.spec.name == "chain.run" or ipath in replay.rerun:
             return attempt
@@ -597,18 +632,22 @@ class ChainRun:
             state_dir=run.state_dir, progress=progress, notify=run.notify,
         )
 
-    def check_result(self, rt: EventRuntime, result: Any) -> str | None:
-        if not _is_plain_json(result):
+    def check_result(self, rt: EventRuntime, result: Any) -> tuple[Any, str | None]:
+        """The result as recorded (tuples become lists, as in the transcript), and what is
+        wrong with it, if anything."""
+        if not _is_plain_json(result, tuples=False):
             found = _find_non_json(result, [])
             if found is not None:
                 where, why = found
                 at = "".join(f"[{p!r}]" for p in where)
-                return f"{rt.spec.name} returned a value that is not JSON: result{at} {why}"
+                return None, f"{rt.spec.name} returned a value that is not JSON: result{at} {why}"
+            result = copy_json(result)  # JSON with tuples in it
         if rt.check_result is not None:
             problems = rt.check_result(result)
             if problems:
-                return f"{rt.spec.name} returned a result that does not match its result schema: " + "; ".join(problems[:3])
-        return None
+                return None, (f"{rt.spec.name} returned a result that does not match its result schema: "
+                              + "; ".join(problems[:3]))
+        return result, None
 
     async def subchain(self, spec: "EventSpec", params: dict[str, Any], ipath: str) -> Any:
         run = self.run
@@ -649,7 +688,13 @@ class ChainRun:
         recorded = run.replay.decisions.get(ipath) if run.replay else None
         if recorded:
             rec = recorded.pop(0)
-            return Decision.from_record({k: rec[k] for k in ("action", "params", "reason", "source") if k in rec})
+            if rec.get("action") == "fail":  # nothing could decide: the step failed, and fails again
+                self.fail_early(node, scope, ipath, error_of("decide", str(rec.get("reason", ""))), params)
+            try:
+                return Decision.from_record({k: rec[k] for k in ("action", "params", "reason", "source") if k in rec})
+            except ValueError as exc:
+                self.fail_early(node, scope, ipath, error_of("decide", f"the recorded decision cannot be used: {exc}"),
+                                params)
         condition = node.decide
         decision: Decision | None = None
         asked: dict[str, Any] = {"condition": condition, "errors": problems, "params": params}
@@ -823,6 +868,7 @@ def _replace(node: GraphNode, **changes: Any) -> GraphNode:
     return dataclasses.replace(node, **changes)
 
 
+_RETRIED = frozenset({"tool_error", "timeout", "result"})  # the failures `retry` tries again
 MAX_RETRY_DELAY = 3600.0  # seconds: no wait between two attempts is longer, whatever the backoff
 
 

@@ -198,7 +198,10 @@ def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, An
 
     problems: list[str] = []
     for name, value in given.items():
-        found = _find_non_json(value, [])
+        try:
+            found = _find_non_json(value, [])
+        except RecursionError:
+            found = ([], "is nested too deeply")
         if found is not None:
             problems.append(f"input '{name}': {found[1]} (inputs must be JSON values)")
     for name in given:
@@ -380,6 +383,10 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         except asyncio.CancelledError:
             status, error = "interrupted", {"type": "interrupted", "message": "the run was interrupted; continue it "
                                             f"with: chainlang resume {where}"}
+            _finish(emit, status, outputs, error, start)
+            raise
+        except BaseException as exc:  # a bug, or KeyboardInterrupt outside the loop: still end the transcript
+            status, error = "failed", {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}
             _finish(emit, status, outputs, error, start)
             raise
         _finish(emit, status, outputs, error, start)

@@ -143,19 +143,26 @@ def _describe_path(path: list[str | int]) -> str:
     return out
 
 
-def _is_plain_json(value: Any) -> bool:
-    """Fast check (exact builtin types only) that `value` is plain JSON; False means "look closer"."""
+#: integers beyond this have more digits than Python writes as text (sys.get_int_max_str_digits)
+_MAX_JSON_INT = 10**4000
+
+
+def _is_plain_json(value: Any, tuples: bool = True) -> bool:
+    """Fast check (exact builtin types only) that `value` is plain JSON; False means "look
+    closer". With `tuples=False`, a tuple is not plain (the caller turns it into a list)."""
     t = type(value)
-    if t is str or t is int or t is bool or value is None:
+    if t is str or t is bool or value is None:
         return True
+    if t is int:
+        return bool(-_MAX_JSON_INT < value < _MAX_JSON_INT)
     if t is dict:
         for key, item in value.items():
-            if type(key) is not str or not _is_plain_json(item):
+            if type(key) is not str or not _is_plain_json(item, tuples):
                 return False
         return True
-    if t is list or t is tuple:
+    if t is list or (t is tuple and tuples):
         for item in value:
-            if not _is_plain_json(item):
+            if not _is_plain_json(item, tuples):
                 return False
         return True
     if t is float:
@@ -170,6 +177,8 @@ def _find_non_json(value: Any, path: list[str | int]) -> tuple[list[str | int], 
         if not -math.inf < value < math.inf:
             return path, f"{value!r} is not a JSON number"
         return None
+    if isinstance(value, int) and not isinstance(value, bool) and not -_MAX_JSON_INT < value < _MAX_JSON_INT:
+        return path, "is an integer too large to write as JSON text (more than 4,000 digits)"
     if t in _SCALARS or isinstance(value, (str, int)):
         return None
     if isinstance(value, (list, tuple)):
