@@ -216,10 +216,14 @@ def _value(value: Value) -> CompiledValue:
                                            for tv in value.templates))
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def copy_json(data: Any) -> Any:
     """A deep copy of JSON data (dicts and lists are copied, scalars shared)."""
     if isinstance(data, dict):
-        return {k: copy_json(v) for k, v in data.items()}
+        scalars = _SCALARS  # no call per scalar value: params are mostly flat
+        return {k: v if type(v) in scalars else copy_json(v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):  # a tuple (a tool's result) becomes a list, as in JSON
         return [copy_json(v) for v in data]
     return data
