@@ -78,7 +78,7 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
                 if not closed or name in props}
     missing: list[str] = []
     errors: list[Any] = []
-    if not _trivially_valid(schema, instance):
+    if not _trivially_valid(schema, instance) and not (not opaque and _fast_valid(schema, instance)):
         from chainlang.schema_validation import iter_errors  # jsonschema is imported only when needed
 
         errors = iter_errors(_validator_for(schema), instance)
@@ -185,6 +185,24 @@ def _incompatible(produced: Any, expected: list[str]) -> str | None:
 
 
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+_FAST: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _fast_valid(schema: dict[str, Any], instance: dict[str, Any]) -> bool:
+    """True when the exact fast check says the (all-literal) params are valid; jsonschema
+    is then not needed. False means "ask jsonschema" (invalid, or a schema it cannot do)."""
+    entry = _FAST.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        from chainlang.schema_fastpath import compile_fast_check
+
+        if len(_FAST) > 4096:
+            _FAST.clear()
+        entry = (schema, compile_fast_check(schema))
+        _FAST[id(schema)] = entry
+    fast = entry[1]
+    return fast is not None and bool(fast(instance))
 
 
 def _validator_for(schema: dict[str, Any]) -> Any:
