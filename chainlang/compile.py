@@ -208,12 +208,27 @@ def _condition(cond: Condition | None) -> Compiled | None:
 
 
 def _value(value: Value) -> CompiledValue:
-    from chainlang.expr import compile_template
-
     if value.deferred:  # a chain passed as data: its templates are rendered when it runs, not now
         return CompiledValue(value.data, ())
-    return CompiledValue(value.data, tuple((tv.path[1:] if tv.path else tv.path, compile_template(tv.template))
+    return CompiledValue(value.data, tuple((tv.path[1:] if tv.path else tv.path, _template(tv.template))
                                            for tv in value.templates))
+
+
+_TEMPLATES: dict[int, tuple[Any, Compiled]] = {}
+
+
+def _template(template: Any) -> Compiled:
+    """Compile a template once: parsed templates are shared by text, and a compiled one
+    does not depend on where it is used (references are resolved by the run's scope)."""
+    entry = _TEMPLATES.get(id(template))
+    if entry is None or entry[0] is not template:
+        from chainlang.expr import compile_template
+
+        if len(_TEMPLATES) > 16384:
+            _TEMPLATES.clear()
+        entry = (template, compile_template(template))  # the entry keeps the template alive: its id stays its own
+        _TEMPLATES[id(template)] = entry
+    return entry[1]
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
