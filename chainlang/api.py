@@ -160,6 +160,13 @@ def _origin(registry: "Registry", name: str) -> str:
 
 
 def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Sequence[LoadedFile] = ()) -> list[Diagnostic]:
+    return check_project(files, registry, context)[0]
+
+
+def check_project(files: Sequence[LoadedFile], registry: "Registry",
+                  context: Sequence[LoadedFile] = ()) -> tuple[list[Diagnostic], "Project", "Registry"]:
+    """`check_loaded`, also returning the project (its named chains) and the registry with
+    the project's chains and declared events: what a run needs next."""
     from chainlang.checks import all_checks
     from chainlang.checks.base import CheckContext
     from chainlang.model.nested import expand_nested_chains
@@ -178,7 +185,7 @@ def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Seq
     out: list[Diagnostic] = []
     for loaded in files:
         out.extend(loaded.sink.items)
-    return sort_diagnostics(out)
+    return sort_diagnostics(out), project, project_registry
 
 
 def default_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> "Registry":

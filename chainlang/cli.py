@@ -54,11 +54,9 @@ def _guarded(fn: Callable[[], int]) -> None:
 
 
 def _use_color(stream: Any) -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR", "").strip().lower() not in ("", "0", "false", "no"):
-        return True
-    return bool(getattr(stream, "isatty", lambda: False)())
+    from chainlang.terminal import use_color
+
+    return use_color(stream)
 
 
 class _Group(click.Group):

@@ -128,9 +128,9 @@ def _diagnostics_text(result: Any, color: bool | None) -> str:
 
 
 def _use_color(stream: Any) -> bool:
-    from chainlang.cli import _use_color as decide
+    from chainlang.terminal import use_color
 
-    return decide(stream)
+    return use_color(stream)
 
 
 def _shown(path: Path) -> str:

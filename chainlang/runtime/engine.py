@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, NoReturn, Protocol
 
-from chainlang.compile import CompiledValue, ExecutionGraph, GraphNode, copy_json
+from chainlang.compile import ExecutionGraph, GraphNode, copy_json
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
 from chainlang.runtime.context import Clock, RunContext
@@ -794,12 +794,9 @@ def schema_checker(schema: dict[str, Any]) -> Callable[[Any], list[str]]:
     path answers "valid" for the common schemas; jsonschema explains what is not."""
     from chainlang.runtime.decide import validate_params
 
-    try:
-        from chainlang.schema_fastpath import compile_fast_check
+    from chainlang.schema_fastpath import compile_fast_check
 
-        fast = compile_fast_check(schema)
-    except ImportError:  # pragma: no cover - the fast path is an optimisation
-        fast = None
+    fast = compile_fast_check(schema)
     if fast is None:
         return lambda value: validate_params(schema, value)
     is_valid = fast
@@ -924,5 +921,4 @@ __all__ = [
     "ResumeBlocked",
     "RunState",
     "StepFailed",
-    "CompiledValue",
 ]

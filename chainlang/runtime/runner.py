@@ -109,11 +109,10 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
 
 
 def _check(files: list["LoadedFile"], registry: "Registry", context: list["LoadedFile"]) -> tuple[list["Diagnostic"], "Registry", dict[str, "LoadedFile"]]:
-    from chainlang.api import build_project, check_loaded
+    from chainlang.api import check_project
 
-    diagnostics = check_loaded(files, registry, context)
+    diagnostics, project, project_registry = check_project(files, registry, context)
     by_chain = {id(f.chain): f for f in files + context}
-    project, project_registry = build_project(files + context, registry)
     named = {name: by_chain[id(chain)] for name, chain in project.named.items() if id(chain) in by_chain}
     return diagnostics, project_registry, named
 
@@ -322,13 +321,14 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
                    on_transcript: Callable[[Path], None] | None) -> RunResult:
     from chainlang.runtime.context import FixedClock, SystemClock
     from chainlang.runtime.decide import decider_from_config
+    from chainlang.registry.errors import ConfigError
     from chainlang.runtime.engine import ChainRun, LimitExceeded, ResumeBlocked, RunState
     from chainlang.runtime.transcript import TranscriptWriter
 
     if decider is None:
         try:
             decider = decider_from_config(prepared.config)
-        except Exception as exc:  # ConfigError: a half-configured [decide]
+        except ConfigError as exc:  # a half-configured [decide]
             raise UsageError(str(exc)) from None
     api_key = _api_key(prepared.config)
     try:
