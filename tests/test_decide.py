@@ -34,6 +34,7 @@ from chainlang.runtime.decide import (
     validate_params,
 )
 from chainlang.schema_validation import validator_for
+from tests.journal_util import cut_after
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -617,10 +618,8 @@ outputs: {sent: "{test.send.status}", last: "{test.echo.result}"}
     assert KEY not in transcript.read_text()  # the API key never reaches the transcript
 
     # cut the run just after the decision and resume: the model is not asked again
-    lines = transcript.read_text().splitlines(keepends=True)
-    cut = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "decide")
-    transcript.write_text("".join(lines[: cut + 1]))
-    resumed = chainlang.resume(transcript)
+    cut_after(transcript, lambda r: r["type"] == "decide")
+    resumed = chainlang.resume(transcript, tools=[RUN_TOOLS])
     assert resumed.status == "ok" and resumed.outputs == result.outputs
     assert len(endpoint.requests) == 1
 

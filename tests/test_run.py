@@ -15,6 +15,7 @@ import pytest
 import chainlang
 from chainlang.api import UsageError
 from chainlang.runtime.runner import RunResult
+from tests.journal_util import cut_after
 
 TOOLS = str(Path(__file__).parent / "run" / "run_tools.py")
 NOW = "2026-01-05T10:00:00+00:00"  # a Monday
@@ -549,13 +550,9 @@ def test_inputs_are_checked_before_the_run(tmp_path: Path) -> None:
 
 
 def _cut_after(transcript: Path, predicate: Any) -> None:
-    """Keep the transcript up to and including the first record matching `predicate`."""
-    lines = transcript.read_text().splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        if predicate(json.loads(line)):
-            transcript.write_text("".join(lines[: i + 1]))
-            return
-    raise AssertionError("no such record")
+    """Keep the transcript up to and including the first record matching `predicate`
+    (sealed again, as a crash there would have left it)."""
+    cut_after(transcript, predicate)
 
 
 def test_resume_does_not_rerun_finished_steps(tmp_path: Path) -> None:
@@ -572,7 +569,7 @@ outputs: {sent: "{test.send.result}", first: "{test.send[0].result}"}
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_finished" and r["step"] == "2")
     (tmp_path / ".chainlang" / "state" / "calls.jsonl").unlink()
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS])
     assert resumed.status == "ok"
     assert resumed.outputs == full_outputs
     calls = Ran(resumed, tmp_path).calls()
@@ -587,11 +584,11 @@ def test_resume_stops_at_an_unfinished_non_idempotent_step(tmp_path: Path) -> No
     run(tmp_path, text)
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_started" and r["step"] == "2")
-    blocked = chainlang.resume(transcript)
+    blocked = chainlang.resume(transcript, tools=[TOOLS])
     assert blocked.status == "interrupted"
     assert blocked.error is not None and blocked.error["step"] == "2"
     assert "--rerun 2" in blocked.error["message"] and "--skip 2" in blocked.error["message"]
-    again = chainlang.resume(transcript, skip=["2"])
+    again = chainlang.resume(transcript, tools=[TOOLS], skip=["2"])
     assert again.status == "ok"
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     assert [r["status"] for r in records if r["type"] == "step_finished" and r["step"] == "2"] == ["skipped"]
@@ -601,7 +598,7 @@ def test_resume_reruns_an_unfinished_idempotent_step_with_the_same_key(tmp_path:
     run(tmp_path, "steps:\n  - test.echo: {value: 1}\n  - test.flaky: {succeed_on: 1}\n")
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_started" and r["step"] == "2")
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS])
     assert resumed.status == "ok"
     calls = [c for c in Ran(resumed, tmp_path).calls() if c["step"] == "2"]
     assert [c["attempt"] for c in calls] == [1, 1]  # the interrupted attempt, run again as attempt 1
@@ -622,7 +619,7 @@ outputs: {now: "{test.echo.result}", sum: "{test.add.result}"}
     transcript = tmp_path / "run.jsonl"
     first = chainlang.run(path, {"a": "2"}, tools=[TOOLS], transcript=transcript)  # the system clock
     _cut_after(transcript, lambda r: r["type"] == "decide")
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS])
     assert resumed.outputs == first.outputs
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     assert [r["type"] for r in records].count("decide") == 1  # not asked again
@@ -634,13 +631,13 @@ def test_resume_refuses_a_changed_chain_file(tmp_path: Path) -> None:
     _cut_after(transcript, lambda r: r["type"] == "step_finished")
     (tmp_path / "t.chain.yaml").write_text("steps:\n  - test.echo: {value: 9}\n")
     with pytest.raises(UsageError, match="changed since the run started"):
-        chainlang.resume(transcript)
+        chainlang.resume(transcript, tools=[TOOLS])
 
 
 def test_resuming_a_finished_run_runs_nothing(tmp_path: Path) -> None:
     ran = run(tmp_path, "steps:\n  - test.send: {to: a}\noutputs: {x: '{test.send.result}'}\n")
     before = (tmp_path / "run.jsonl").read_text()
-    again = chainlang.resume(tmp_path / "run.jsonl")
+    again = chainlang.resume(tmp_path / "run.jsonl", tools=[TOOLS])
     assert again.status == "ok" and again.outputs == ran.outputs
     assert (tmp_path / "run.jsonl").read_text() == before
 

@@ -537,8 +537,8 @@ def test_resume_after_kill_runs_nothing_twice(tmp_path: Path, spawned: list["sub
     assert sends(tmp_path) == ["a"]
     assert len(state(tmp_path, "notifications.jsonl")) == 1
 
-    # the tools are not given again: the transcript recorded them
-    resumed = cli("resume", "run.jsonl", "--json", cwd=tmp_path)
+    # the tools are given again: resume never imports what a transcript names
+    resumed = cli("resume", "run.jsonl", "--tools", TOOLS, "--json", cwd=tmp_path)
     assert_clean(resumed)
     assert resumed.returncode == 0, show(resumed)
     assert json.loads(resumed.stdout) == KILL_OUTPUTS

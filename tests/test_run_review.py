@@ -11,6 +11,7 @@ have are written into the test's own directory (see `_extra_tools`).
 from __future__ import annotations
 
 import json
+import shutil
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 import chainlang
 from chainlang.api import UsageError
 
+from tests.journal_util import rewrite
 from tests.test_run import NOW, TOOLS, Ran, _cut_after, run
 
 EXTRA_TOOLS = '''
@@ -112,7 +114,7 @@ outputs: {attempt: "{test.flaky.result}"}
     assert ran.status == "ok" and ran.outputs == {"attempt": 2}
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_finished" and r["step"] == "1")
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS, _extra_tools(tmp_path)])
     assert resumed.status == "ok", resumed.error
     assert resumed.outputs == {"attempt": 2}
 
@@ -125,7 +127,7 @@ def test_resume_after_a_decide_fail_record_gives_a_status(tmp_path: Path) -> Non
     assert ran.status == "failed" and ran.result.error["type"] == "decide"  # type: ignore[index]
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "decide")
-    resumed = chainlang.resume(transcript)  # ValueError: not a recorded decision: {'action': 'fail'} ...
+    resumed = chainlang.resume(transcript, tools=[TOOLS, _extra_tools(tmp_path)])  # ValueError: not a recorded decision: {'action': 'fail'} ...
     assert resumed.status == "failed"
     assert resumed.error is not None and resumed.error["type"] == "decide"
 
@@ -143,7 +145,7 @@ outputs: {v: "{test.echo.result}"}
     assert ran.status == "broken" and ran.outputs == {"v": None}
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_finished" and r["step"] == "1")
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS, _extra_tools(tmp_path)])
     assert resumed.status == "broken", resumed.status
     assert resumed.outputs == {"v": None}
     assert "2" not in [r.get("step") for r in records(transcript) if r["type"] == "step_started"]
@@ -162,7 +164,7 @@ outputs: {v: "{test.echo.result}"}
     assert ran.status == "broken"
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_finished" and r["step"] == "2")
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS, _extra_tools(tmp_path)])
     assert resumed.status == "broken" and resumed.outputs == ran.outputs
 
 
@@ -180,7 +182,7 @@ steps:
     ran = run(tmp_path, text)
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_finished" and r["step"] == "2")
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS, _extra_tools(tmp_path)])
     assert (ran.status, resumed.status) == ("ok", "ok")
 
 
@@ -264,16 +266,18 @@ def test_resume_at_every_cut_gives_the_uninterrupted_outputs(tmp_path: Path) -> 
         (work / "t.chain.yaml").write_text(RESUME_MAIN)
         transcript = work / "run.jsonl"
         prefix = complete[:k]
-        # the transcript names its chain file: point it at this copy
+        # the transcript names its chain file: point it at this copy (sealed again with the
+        # base project's key, copied: as if the run had happened here and crashed there)
         header = json.loads(prefix[0])
         header["file"] = str((work / "t.chain.yaml").resolve())
-        prefix = [json.dumps(header, separators=(",", ":")) + "\n"] + prefix[1:]
-        transcript.write_text("".join(prefix))
+        (work / ".chainlang").mkdir()
+        shutil.copy(base / ".chainlang" / "transcript.key", work / ".chainlang" / "transcript.key")
+        rewrite(transcript, [header] + [json.loads(line) for line in prefix[1:]], work)
         finished_before = {json.loads(line)["step"] for line in prefix
                            if json.loads(line)["type"] == "step_finished"
                            and json.loads(line)["status"] != "cancelled"}
         try:
-            resumed = chainlang.resume(transcript)
+            resumed = chainlang.resume(transcript, tools=[TOOLS, _extra_tools(tmp_path)])
         except Exception as exc:  # noqa: BLE001 - collect, report all cuts at once
             problems.append(f"cut {k}: {type(exc).__name__}: {exc}")
             continue
@@ -298,7 +302,7 @@ def test_resume_after_cutting_inside_a_sub_chain_does_not_rerun_its_finished_ste
     transcript = tmp_path / "run.jsonl"
     _cut_after(transcript, lambda r: r["type"] == "step_finished" and r["step"] == "1/1")
     (tmp_path / ".chainlang" / "state" / "calls.jsonl").unlink()
-    resumed = chainlang.resume(transcript)
+    resumed = chainlang.resume(transcript, tools=[TOOLS, _extra_tools(tmp_path)])
     assert resumed.status == "ok" and resumed.outputs == {"v": "ab"}
     assert [c["step"] for c in Ran(resumed, tmp_path).calls()] == ["1/2"]
 

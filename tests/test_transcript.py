@@ -31,7 +31,11 @@ SECRET = "sk-live-0123456789abcdef"
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """The records as written, without their seals (`mac`)."""
+    out = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for rec in out:
+        assert re.fullmatch(r"[0-9a-f]{32}", rec.pop("mac")), rec
+    return out
 
 
 def write_run(path: Path, run_id: str = "run-1", **kwargs: Any) -> None:

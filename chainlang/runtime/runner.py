@@ -22,6 +22,7 @@ from chainlang.api import UsageError
 if TYPE_CHECKING:
     from chainlang.api import LoadedFile
     from chainlang.compile import ExecutionGraph
+    from chainlang.journal.lock import RunLock
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.config import ProjectConfig
     from chainlang.registry.registry import Registry
@@ -250,8 +251,13 @@ async def run_async(
         "inputs": values, "now": pinned.isoformat() if pinned else None, "started_at": started_at,
         "tools": list(tools), "resumed": False,
     }
-    return await _execute(prepared, run_id, where, header, values, pinned, None, progress, notify, decider,
-                          on_transcript)
+    key = _project_key(prepared.root, create=True)
+    lock = _take(where)
+    try:
+        return await _execute(prepared, run_id, where, header, values, pinned, None, progress, notify, decider,
+                              on_transcript, key, lock)
+    finally:
+        lock.release()
 
 
 async def resume_async(
@@ -268,12 +274,36 @@ async def resume_async(
 ) -> RunResult:
     """Continue the run recorded in `transcript`: finished steps are not run again; the
     clock readings and decisions it recorded are reused."""
+    where = Path(transcript)
+    if where.is_dir():
+        raise UsageError(f"{where} is a directory; give the transcript file of a run (.chainlang/runs/RUN_ID.jsonl)")
+    if not where.is_file():
+        raise UsageError(f"{where}: no such transcript")
+    file = _recorded_chain_file(where)
+    if not Path(file).is_file():
+        raise UsageError(f"cannot resume: {where}: the chain file it ran, {file}, does not exist (any more)")
+    lock = _take(where, create=False)
+    try:
+        return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
+                                    on_transcript)
+    finally:
+        lock.release()
+
+
+async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | None, rerun: Iterable[str],
+                         skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
+                         notify: Callable[[str], None] | None, decider: Any,
+                         on_transcript: Callable[[Path], None] | None) -> RunResult:
     from chainlang.runtime.engine import Replay
     from chainlang.runtime.transcript import TranscriptError, read_transcript
 
-    where = Path(transcript)
+    file = _recorded_chain_file(where)
+    config_dir = Path(file).parent
+    if lock.found is None:
+        raise UsageError(f"cannot resume: {where}.head is damaged, so records removed from the end of the transcript "
+                         "could not be found; the transcript cannot be trusted")
     try:
-        recorded = read_transcript(where)
+        recorded = read_transcript(where, key=_project_key(_project_root(config_dir), create=False), head=lock.found)
     except OSError as exc:
         raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
@@ -283,15 +313,24 @@ async def resume_async(
         done = recorded.finished
         return RunResult(recorded.run_id, str(done.get("status")), dict(done.get("outputs") or {}), done.get("error"),
                          where, float(done.get("duration_ms") or 0), [])
-    file = header.get("file")
-    if not isinstance(file, str) or not file:
-        raise UsageError(f"{where}: the run_started record names no chain file")
-    given_tools = list(tools) if tools is not None else [str(t) for t in header.get("tools") or []]
+    digest = header.get("file_sha256")
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise UsageError(f"cannot resume: {where}: the run_started record has no file_sha256, so the chain file "
+                         "cannot be shown to be the one that ran")
+    # never import what the transcript names: tools come from --tools and the project's configuration
+    given_tools = list(tools or ())
+    recorded_tools = [str(t) for t in header.get("tools") or []]
+    if recorded_tools != given_tools:
+        shown = ", ".join(recorded_tools) or "none"
+        now = ", ".join(given_tools) or "none"
+        (notify or (progress.note if progress is not None else _stderr))(
+            f"note: the run was started with --tools {shown}; this resume uses --tools {now} (resume imports only "
+            "the tools it is given and those of chainlang.toml, never what a transcript names)")
     prepared = prepare(file, given_tools, registry)
     if prepared.graph is None:
         return RunResult(recorded.run_id, "invalid", diagnostics=prepared.diagnostics, transcript=where,
                          sources=prepared.sources)
-    if header.get("file_sha256") and header["file_sha256"] != prepared.digest:
+    if digest != prepared.digest:
         raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
                          "the chain (start a new run instead)")
     replay = Replay(rerun=frozenset(rerun), skip=frozenset(skip))
@@ -311,14 +350,69 @@ async def resume_async(
     pinned = parse_now(header["now"]) if isinstance(header.get("now"), str) else None
     values = dict(header.get("inputs") or {})
     resumed = {**header, "resumed": True, "tools": given_tools}
+    key = _project_key(prepared.root, create=False)
     return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify, decider,
-                          on_transcript)
+                          on_transcript, key, lock)
+
+
+def _recorded_chain_file(where: Path) -> str:
+    """The chain file named by the first record (not trusted yet: it only says which
+    project's key verifies the transcript)."""
+    import json
+
+    try:
+        with open(where, "rb") as f:
+            first = f.readline(1 << 20)
+        record = json.loads(first.decode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"cannot resume: {where}:1: not a run_started record") from None
+    file = record.get("file") if isinstance(record, dict) and record.get("type") == "run_started" else None
+    if not isinstance(file, str) or not file:
+        raise UsageError(f"cannot resume: {where}:1: the run_started record names no chain file")
+    return file
+
+
+def _project_root(start: Path) -> Path:
+    from chainlang.registry.config import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    try:
+        config = find_project_config(start)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    return config.root if config is not None else start
+
+
+def _project_key(root: Path, *, create: bool) -> bytes:
+    from chainlang.journal.integrity import IntegrityError, load_key
+
+    try:
+        return load_key(root, create=create)
+    except IntegrityError as exc:
+        raise UsageError(f"cannot {'run' if create else 'resume'}: {exc}") from None
+
+
+def _take(where: Path, *, create: bool = True) -> "RunLock":
+    from chainlang.journal.lock import RunInUse, RunLock
+
+    try:
+        return RunLock.acquire(where, create=create)
+    except FileNotFoundError:
+        raise UsageError(f"cannot resume: {where}.head is missing: it holds the sealed end of the transcript, "
+                         "without which records removed from its end could not be found (a transcript is copied "
+                         "or moved together with its .head file)") from None
+    except RunInUse as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot lock the transcript: {exc.strerror or exc}") from None
 
 
 async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[str, Any], inputs: dict[str, Any],
                    pinned: datetime | None, replay: Any, progress: "ProgressView | None",
                    notify: Callable[[str], None] | None, decider: Any,
-                   on_transcript: Callable[[Path], None] | None) -> RunResult:
+                   on_transcript: Callable[[Path], None] | None, key: bytes, lock: "RunLock") -> RunResult:
     from chainlang.runtime.context import FixedClock, SystemClock
     from chainlang.runtime.decide import decider_from_config
     from chainlang.registry.errors import ConfigError
@@ -332,7 +426,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
             raise UsageError(str(exc)) from None
     api_key = _api_key(prepared.config)
     try:
-        writer = TranscriptWriter(where, run_id, [api_key] if api_key else [])
+        writer = TranscriptWriter(where, run_id, [api_key] if api_key else [], key=key, lock=lock)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
     if on_transcript is not None:

@@ -51,6 +51,7 @@ containing it is written: lines already written are not rewritten.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import os
@@ -59,7 +60,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+from chainlang.journal.integrity import GENESIS, seal, split_sealed, mac_of
+
+if TYPE_CHECKING:
+    from chainlang.journal.lock import Head, RunLock
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -94,7 +100,7 @@ MIN_SECRET_LENGTH = 4
 
 _STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
 _ENVELOPE = ("type", "run_id", "seq", "ts")
-_RESERVED_FIELDS = frozenset(_ENVELOPE)
+_RESERVED_FIELDS = frozenset((*_ENVELOPE, "mac"))
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
@@ -330,12 +336,19 @@ class TranscriptWriter:
         secrets: Iterable[str] = (),
         *,
         durable: bool = False,
+        key: bytes = b"",
+        lock: "RunLock | None" = None,
     ) -> None:
         if not isinstance(run_id, str) or not run_id:
             raise ValueError("run_id must be a non-empty string")
         self.path = Path(path)
         self.run_id = run_id
         self.durable = durable
+        self._key = key
+        self._mac = GENESIS  # the MAC of the last line: the next line's MAC chains from it
+        self._lock_file = lock
+        if lock is not None:
+            lock.use_key(key)
         self._redactor = _Redactor()
         for secret in secrets:
             self._redactor.add(secret)
@@ -367,7 +380,7 @@ class TranscriptWriter:
             data = f.read()
         if not data:
             return 0, 0
-        parsed = _parse(data, self.path)
+        parsed = _parse(data, self.path, self._key)
         if parsed.records:
             run_id = parsed.records[0][1]["run_id"]
             if run_id != self.run_id:
@@ -387,6 +400,7 @@ class TranscriptWriter:
         if not parsed.records:
             return 0, len(data)
         self.resumed = True
+        self._mac = parsed.last_mac
         return int(parsed.records[-1][1]["seq"]), len(data)
 
     # -- public API
@@ -475,8 +489,9 @@ class TranscriptWriter:
             return record
 
     def _append(self, fd: int, data: bytes, seq: int) -> None:
-        """Write one line (the lock is held); on failure, never leave half a line behind:
-        the next line would glue onto it."""
+        """Seal and write one line (the lock is held), then move the head; on failure,
+        never leave half a line behind: the next line would glue onto it."""
+        data, mac = seal(self._key, self._mac, data)
         try:
             written = os.write(fd, data)
             if written != len(data):  # a short write (a signal, a nearly full disk): finish it
@@ -491,6 +506,11 @@ class TranscriptWriter:
             raise
         self._size += len(data)
         self._seq = seq
+        self._mac = mac
+        if self._lock_file is not None:
+            self._lock_file.record(seq, mac)
+            if self.durable:
+                self._lock_file.sync()
 
     def close(self) -> None:
         """Close the file (idempotent). Writing afterwards raises `ValueError`."""
@@ -629,29 +649,58 @@ class _Parsed:
     records: list[tuple[int, dict[str, Any]]]
     #: byte offset to cut the file at to drop a torn last line, or None
     cut_at: int | None
+    #: the MAC of every complete line, in order (empty when the lines were not verified)
+    macs: list[bytes] = field(default_factory=list)
+
+    @property
+    def last_mac(self) -> bytes:
+        return self.macs[-1] if self.macs else GENESIS
 
 
-def _parse(data: bytes, source: Path) -> _Parsed:
-    """Split into records and check each one; tolerate only a torn final line."""
+def _parse(data: bytes, source: Path, key: bytes | None = None) -> _Parsed:
+    """Split into records and check each one; tolerate only a torn final line. With a
+    `key`, every line's MAC is verified along the chain (see chainlang.journal.integrity)."""
     lines = data.split(b"\n")
     # `lines[-1]` is what follows the last newline: empty for a clean file
     tail = lines.pop()
-    records: list[tuple[int, dict[str, Any]]] = []
-    cut_at: int | None = None
-    for number, raw in enumerate(lines, start=1):
-        records.append((number, _load_line(raw, number, source)))
     if tail:
         try:
             json.loads(tail.decode("utf-8"))
         except ValueError:  # UnicodeDecodeError is a ValueError too
             # an unterminated, unparsable last line: the write a crash interrupted. (No
             # proper prefix of a JSON object line is itself a JSON value.)
-            cut_at = len(data) - len(tail)
+            cut_at: int | None = len(data) - len(tail)
         else:
             # complete, only its newline is missing: it must be a valid record
-            records.append((len(lines) + 1, _load_line(tail, len(lines) + 1, source)))
+            lines.append(tail)
+            cut_at = None
+    else:
+        cut_at = None
+    records: list[tuple[int, dict[str, Any]]] = []
+    macs: list[bytes] = []
+    previous = GENESIS
+    for number, raw in enumerate(lines, start=1):
+        if key is not None:
+            previous = _verify_line(raw, number, source, key, previous)
+            macs.append(previous)
+        records.append((number, _load_line(raw, number, source)))
     _check_sequence(records, source)
-    return _Parsed(records, cut_at)
+    return _Parsed(records, cut_at, macs)
+
+
+def _verify_line(raw: bytes, number: int, source: Path, key: bytes, previous: bytes) -> bytes:
+    """The line's MAC, checked against the chain; TranscriptError names the line when it
+    does not match."""
+    parts = split_sealed(raw)
+    if parts is None:
+        raise TranscriptError(f"{source}:{number}: the line has no seal (mac); the transcript was not written by "
+                              "this version of chainlang or was edited, and cannot be trusted")
+    body, mac = parts
+    if not hmac.compare_digest(mac, mac_of(key, previous, body)):
+        raise TranscriptError(f"{source}:{number}: the record does not match its seal: it was edited, or records "
+                              "before it were removed or reordered, or it was sealed with another project's key; "
+                              "the transcript cannot be trusted")
+    return mac
 
 
 def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
@@ -664,6 +713,7 @@ def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
         raise TranscriptError(f"{where}: not a JSON line ({exc})") from None
     if not isinstance(value, dict):
         raise TranscriptError(f"{where}: expected a JSON object, got {_json_kind(value)}")
+    value.pop("mac", None)  # the seal belongs to the line, not to the record
     kind = value.get("type")
     if kind not in RECORD_TYPES:
         raise TranscriptError(f"{where}: unknown record type {kind!r}")
@@ -679,6 +729,25 @@ def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise TranscriptError(f"{where}: {exc}") from None
     return value
+
+
+def _check_head(parsed: _Parsed, head: "Head", source: Path, key: bytes) -> None:
+    """The transcript reaches the head its writer recorded (a crash may leave it one line
+    beyond: the line was written, the head not yet moved)."""
+    if not head.valid(key):
+        raise TranscriptError(f"{source}.head: the head file is damaged or was not sealed with this project's key; "
+                              "the transcript cannot be trusted")
+    if head.seq == 0:
+        return
+    for (number, rec), mac in zip(parsed.records, parsed.macs):
+        if rec["seq"] == head.seq:
+            if mac != head.mac:
+                raise TranscriptError(f"{source}:{number}: the record does not match the head file (seq {head.seq}); "
+                                      "the transcript cannot be trusted")
+            return
+    last = parsed.records[-1]
+    raise TranscriptError(f"{source}:{last[0]}: the transcript ends at seq {last[1]['seq']} but its writer recorded "
+                          f"seq {head.seq}: records were removed from its end; it cannot be trusted")
 
 
 def _json_kind(value: object) -> str:
@@ -706,7 +775,8 @@ def _check_sequence(records: list[tuple[int, dict[str, Any]]], source: Path) -> 
         raise TranscriptError(f"{source}:1: the first record is {first['type']}, not run_started")
 
 
-def read_transcript(path: str | os.PathLike[str]) -> Transcript:
+def read_transcript(path: str | os.PathLike[str], *, key: bytes | None = None,
+                    head: "Head | None" = None) -> Transcript:
     """Parse the transcript at `path`.
 
     A last line without a newline that is not a complete JSON record is the write a crash
@@ -716,12 +786,19 @@ def read_transcript(path: str | os.PathLike[str]) -> Transcript:
     field, an unknown type, no `run_started` first, a second run id, `seq` not increasing,
     a `step_finished` without a `step_started` of that step, or a step attempt finished
     twice. A missing or unreadable file raises `OSError`.
+
+    With `key`, every line's seal is verified (an edited, removed or reordered record is
+    refused, naming the first bad line); with `head` too (the sealed head of the lock
+    file, see chainlang.journal.lock), records removed from the end are found as well.
+    Without `key` the seals are not checked: for showing a transcript, never for resuming.
     """
     source = Path(path)
     data = source.read_bytes()
-    parsed = _parse(data, source)
+    parsed = _parse(data, source, key)
     if not parsed.records:
         raise TranscriptError(f"{source}: no run_started record (the transcript is empty)")
+    if head is not None:
+        _check_head(parsed, head, source, key or b"")
     records = [rec for _, rec in parsed.records]
     started = records[0]
     restarts: list[dict[str, Any]] = []

@@ -1,0 +1,138 @@
+"""One process at a time per transcript, and the sealed head of the transcript.
+
+Beside `RUN.jsonl` lies `RUN.jsonl.head`, one fixed-width line:
+
+    pid=0000004242 seq=00000000000000000042 mac=<32 hex> seal=<32 hex>
+
+- While a process runs or resumes the transcript it holds an exclusive `flock` on this
+  file (released by the kernel when the process ends, however it ends). A second
+  process is refused at once (`RunInUse`) with the holder's pid.
+- After every line the writer overwrites it in place (one `pwrite`) with the line's seq
+  and MAC, sealed with the project key. Records removed from the end of a transcript
+  leave the chain of MACs intact but no longer reach the head, so `resume` finds them.
+  A crash between a line and its head update leaves the file one line ahead: allowed.
+
+The head file belongs to the transcript: copy or move them together.
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Head", "RunInUse", "RunLock", "head_path"]
+
+_LINE = re.compile(rb"pid=(\d{10}) seq=(\d{20}) mac=([0-9a-f]{32}|-{32}) seal=([0-9a-f]{32})\n")
+
+
+def head_path(transcript: Path) -> Path:
+    return transcript.with_name(transcript.name + ".head")
+
+
+class RunInUse(Exception):
+    """Another process holds the transcript."""
+
+    def __init__(self, transcript: Path, pid: int | None) -> None:
+        who = f"process {pid}" if pid else "another process"
+        super().__init__(f"{transcript}: the run is in use by {who} (a chainlang run or resume of it is still "
+                         "going); wait for it to end or stop it, then try again")
+        self.pid = pid
+
+
+@dataclass(frozen=True)
+class Head:
+    """The last line a writer recorded: its seq and MAC (`None` before the first line)."""
+
+    seq: int
+    mac: bytes | None
+    seal: bytes
+
+    def valid(self, key: bytes) -> bool:
+        return hmac.compare_digest(self.seal, _seal(key, self.seq, self.mac))
+
+
+def _seal(key: bytes, seq: int, mac: bytes | None) -> bytes:
+    message = b"head:%d:" % seq + (mac or b"")
+    return hmac.digest(key, message, "sha256")[:16].hex().encode("ascii")
+
+
+class RunLock:
+    """The exclusive hold of one transcript, and its head file."""
+
+    def __init__(self, transcript: Path, fd: int, head: Head | None) -> None:
+        self.transcript = transcript
+        self.path = head_path(transcript)
+        self._fd: int | None = fd
+        #: what the head file said when the lock was taken (None: there was none)
+        self.found = head
+        self._key: bytes | None = None
+
+    @classmethod
+    def acquire(cls, transcript: Path, *, create: bool = True) -> "RunLock":
+        """Take the transcript (creating its head file if needed and `create`). Raises
+        RunInUse when a live process holds it, FileNotFoundError when the head file is
+        missing and not to be created, OSError when it cannot be made."""
+        import fcntl
+
+        path = head_path(transcript)
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            data = os.pread(fd, 200, 0)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                match = _LINE.fullmatch(data)
+                raise RunInUse(transcript, int(match.group(1)) if match else None) from None
+            raise
+        data = os.pread(fd, 200, 0)
+        match = _LINE.fullmatch(data)
+        head = None
+        if match:
+            mac = None if match.group(3).startswith(b"-") else match.group(3)
+            head = Head(int(match.group(2)), mac, match.group(4))
+        lock = cls(transcript, fd, head)
+        lock.damaged = head is None and bool(data)
+        # the holder's pid at once (it is not sealed), so a second process can name it
+        if head is not None:
+            os.pwrite(fd, b"pid=%010d" % os.getpid(), 0)
+        else:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, b"pid=%010d seq=%020d mac=%s seal=%s\n" % (os.getpid(), 0, b"-" * 32, b"0" * 32), 0)
+        return lock
+
+    damaged = False  #: the head file had content that is not a head line
+
+    def use_key(self, key: bytes) -> None:
+        """The key later heads are sealed with."""
+        self._key = key
+
+    def record(self, seq: int, mac: bytes | None) -> None:
+        """Write the head (seq and MAC of the last line written), in place."""
+        fd, key = self._fd, self._key
+        if fd is None or key is None:
+            return
+        line = b"pid=%010d seq=%020d mac=%s seal=%s\n" % (os.getpid(), seq, mac or b"-" * 32, _seal(key, seq, mac))
+        os.pwrite(fd, line, 0)
+
+    def sync(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the last descriptor releases the flock
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
