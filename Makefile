@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test docs bench clean
+.PHONY: run test test-fast docs bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
+
+# day-to-day: everything but the tests marked slow (wheel build, mypy, fuzzing, scaling)
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -m "not slow"
 
 docs: $(VENV)/.installed
 	$(BIN)/mkdocs build --strict

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from chainlang.expr.ast import Ref
+from chainlang.model.bindings import ChainBindings
 from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, IfStep, Retry, Step, Value
 
 Resolve = Callable[[Ref], Any]
@@ -80,20 +81,22 @@ class ExecutionGraph:
     max_parallel: int
     allow: tuple[str, ...] | None
     hooks: tuple[str, ...]  # hook labels in firing order (priority, then `after`, then file order)
+    # what each reference names, from the checker's analysis: the runtime binds nothing itself
+    bindings: ChainBindings = field(default_factory=ChainBindings, repr=False)
 
 
-def compile_chain(chain: Chain, is_event: Callable[[str], bool] = lambda name: False) -> ExecutionGraph:
-    """Compile a chain that checked without errors (the caller makes sure of that).
-
-    `is_event` tells whether a dotted name is a registered event: it decides, like the
-    checker, whether a `decide` text that parses as an expression only names things the
-    chain knows (then it is evaluated, not sent to a model)."""
+def compile_chain(chain: Chain) -> ExecutionGraph:
+    """Compile a chain that checked without errors (the caller makes sure of that). The
+    checker's analysis bound its references (`chain.bindings`); the graph carries them,
+    with the `decide` texts it found to be expressions compiled."""
+    if chain.bindings is None:
+        raise ValueError(f"{chain.file}: compile_chain needs a checked chain (its references are bound by the checks)")
     limits = chain.limits
-    names = _known_names(chain, is_event)
+    decide = chain.bindings.decide
     return ExecutionGraph(
         file=chain.file,
         name=chain.name,
-        nodes=tuple(_node(step, names, frozenset()) for step in chain.steps),
+        nodes=tuple(_node(step, decide) for step in chain.steps),
         outputs={name: _value(value) for name, value in chain.outputs.items()},
         inputs={name: inp.schema for name, inp in chain.inputs.items()},
         max_steps=limits.max_steps,
@@ -102,6 +105,7 @@ def compile_chain(chain: Chain, is_event: Callable[[str], bool] = lambda name: F
         max_parallel=limits.max_parallel,
         allow=tuple(p for p, _ in chain.allow) if chain.allow is not None else None,
         hooks=tuple(hook_order(chain)),
+        bindings=chain.bindings,
     )
 
 
@@ -123,8 +127,7 @@ def hook_order(chain: Chain) -> list[str]:
     return order
 
 
-def _node(step: Step, names: Callable[[str], bool], loops: frozenset[str]) -> GraphNode:
-    inner = loops | {step.as_} if step.foreach is not None else loops
+def _node(step: Step, decide: dict[int, Any]) -> GraphNode:
     common: dict[str, Any] = {
         "path": step.path,
         "line": step.node.line,
@@ -139,7 +142,7 @@ def _node(step: Step, names: Callable[[str], bool], loops: frozenset[str]) -> Gr
     if isinstance(step, EventStep):
         return GraphNode(
             kind="event", event=step.event, retry=step.retry, decide=step.decide,
-            decide_expr=_decide_expression(step.decide, names, inner),
+            decide_expr=_decide_expression(decide.get(id(step))),
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
             params={name: _value(value) for name, value in step.params.items()}, **common,
         )
@@ -147,53 +150,23 @@ def _node(step: Step, names: Callable[[str], bool], loops: frozenset[str]) -> Gr
         return GraphNode(
             kind="parallel" if step.parallel else "steps",
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
-            children=tuple(_node(child, names, inner) for child in step.steps), **common,
+            children=tuple(_node(child, decide) for child in step.steps), **common,
         )
     return GraphNode(
         kind="if", condition_text=step.condition.text if step.condition else None,
         condition=_condition(step.condition),
-        children=tuple(_node(child, names, inner) for child in step.then),
-        else_=tuple(_node(child, names, inner) for child in step.else_), **common,
+        children=tuple(_node(child, decide) for child in step.then),
+        else_=tuple(_node(child, decide) for child in step.else_), **common,
     )
 
 
-def _known_names(chain: Chain, is_event: Callable[[str], bool]) -> Callable[[str], bool]:
-    """Whether a dotted name (`tools.now`, `team`) names a step of the chain or an event."""
-    from chainlang.model.nodes import walk_steps
-
-    known = {"inputs", "run"}
-    for step in walk_steps(chain.steps):
-        if step.id:
-            known.add(step.id)
-        if isinstance(step, EventStep) and step.event:
-            known.add(step.event)
-    return lambda name: name in known or ("." in name and is_event(name))
-
-
-def _decide_expression(text: str | None, names: Callable[[str], bool], loops: frozenset[str]) -> Compiled | None:
-    """The compiled `decide` text if it is an expression whose every reference starts with
-    a name the chain knows at that step; None for natural language ("the user is busy")."""
-    if text is None:
+def _decide_expression(expr: Any) -> Compiled | None:
+    """The compiled `decide` text, when the checker found it to be an expression over names
+    the chain knows; None for natural language ("the user is busy")."""
+    if expr is None:
         return None
-    from chainlang.expr import compile_expression, parse_expression
-    from chainlang.expr.ast import Name, iter_refs
-    from chainlang.expr.errors import ExprSyntaxError
+    from chainlang.expr import compile_expression
 
-    try:
-        expr = parse_expression(text)
-    except ExprSyntaxError:
-        return None
-    for ref in iter_refs(expr):
-        dotted: list[str] = []
-        for seg in ref.segments:
-            if not isinstance(seg, Name):
-                break
-            dotted.append(seg.name)
-        if not dotted:
-            return None
-        prefixes = (".".join(dotted[:k]) for k in range(len(dotted), 0, -1))
-        if dotted[0] not in loops and not any(names(p) for p in prefixes):
-            return None
     fn: Compiled = compile_expression(expr)
     return fn
 

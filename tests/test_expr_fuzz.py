@@ -3,6 +3,8 @@ the static checker only reports what is certain."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import sys
 from pathlib import Path
@@ -26,6 +28,8 @@ from chainlang.expr import (
     type_of_value,
 )
 from chainlang.expr import ast as A
+
+pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
 
 try:
     from test_expr_strategies import expressions, json_data, soup

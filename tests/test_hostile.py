@@ -47,6 +47,8 @@ from chainlang.expr import (
 )
 from chainlang.rules import RULES_BY_ID
 
+pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
+
 HERE = Path(__file__).parent
 CHAINS = HERE / "chains"
 TOOLS = str(CHAINS / "golden_tools.py")

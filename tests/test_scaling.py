@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
+
 TIMEOUT = 60  # seconds; each case takes about a second
 
 

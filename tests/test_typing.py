@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -32,7 +32,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(bool(os.environ.get("CHAINLANG_SKIP_WHEEL")), reason="CHAINLANG_SKIP_WHEEL is set")
+pytestmark = [pytest.mark.skipif(bool(os.environ.get("CHAINLANG_SKIP_WHEEL")), reason="CHAINLANG_SKIP_WHEEL is set"),
+              pytest.mark.slow]  # the fast tier (make test-fast) leaves it out
 
 DATA_FILES = [
     "chainlang/_data/grammar/expr.lark",

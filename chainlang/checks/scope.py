@@ -17,6 +17,7 @@ from chainlang.diagnostics import Rule
 from chainlang.expr import types as T
 from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
 from chainlang.loader import AnyNode, ScalarNode
+from chainlang.model.bindings import Binding, ChainBindings
 from chainlang.model.nodes import (
     BlockStep,
     Condition,
@@ -62,6 +63,7 @@ class RefInfo:
     kind: str  # step, input, loop, run, thread, payload, event, unknown
     type: Any  # a chainlang.expr.types Type
     problem: tuple[Rule, str, str | None, int, int] | None = None  # rule, message, hint, start, end (in expr)
+    binding: Binding | None = None  # what it names, for the runtime (None: it names nothing)
 
 
 @dataclass
@@ -176,6 +178,8 @@ class Analyser:
         self.ctx = ctx
         self.analysis = Analysis()
         self._result_types: dict[str, Any] = {}
+        self.bindings = ChainBindings()
+        self._collect: ChainBindings | None = self.bindings  # None while walking hooks (compiled with them later)
 
     # -- walking --
 
@@ -188,8 +192,10 @@ class Analyser:
         end = Scope(loops={}, payload=None, trail=((0, "steps", len(chain.steps)),), current=None)
         for value in chain.outputs.values():
             self.value_sites(value, "output", doc, end)
+        self._collect = None
         for hook in chain.hooks:
             self.walk_hook(hook)
+        chain.bindings = self.bindings
         return self.analysis
 
     def walk_hook(self, hook: Hook) -> None:
@@ -229,6 +235,8 @@ class Analyser:
                 for value in step.params.values():
                     if not value.deferred:  # a chain passed as data is checked as its own hook/chain
                         self.value_sites(value, "param", doc, inner)
+                if step.decide is not None and self._collect is not None:
+                    self.decide_site(step, doc, inner)
             elif isinstance(step, BlockStep):
                 self.walk_steps(step.steps, doc, inner)
             elif isinstance(step, IfStep):
@@ -252,12 +260,39 @@ class Analyser:
                 if isinstance(part, Embedded):
                     self.site(ExprSite(tv.node, part.expr, part.offset, context, tv, single), doc, scope)
 
+    def decide_site(self, step: EventStep, doc: Document, scope: Scope) -> None:
+        """A `decide` text that parses as an expression whose every reference names
+        something here is judged without a model: its references are bound like any
+        other. Anything else is natural language for the model (no diagnostics)."""
+        from chainlang.expr import parse_expression
+        from chainlang.expr.errors import ExprSyntaxError
+
+        assert step.decide is not None
+        try:
+            expr = parse_expression(step.decide)
+        except ExprSyntaxError:
+            return
+        site = ExprSite(step.node, expr, 0, "decide")
+        infos = [self.resolve(ref, site, doc, scope) for ref in iter_refs(expr)]
+        if not infos or any(info.binding is None for info in infos):
+            return
+        bindings = self.bindings
+        for info in infos:
+            bindings.refs.setdefault(id(info.ref), info.binding)  # type: ignore[arg-type]
+            bindings.keep.append(info.ref)
+        bindings.decide[id(step)] = expr
+        bindings.keep.append(step)
+
     def site(self, site: ExprSite, doc: Document, scope: Scope) -> Any:
         self.analysis.sites.append(site)
+        collect = self._collect
         for ref in iter_refs(site.expr):
             info = self.resolve(ref, site, doc, scope)
             self.analysis.refs.append(info)
             self.analysis.ref_types[id(ref)] = info.type
+            if collect is not None and info.binding is not None:
+                collect.refs.setdefault(id(ref), info.binding)
+                collect.keep.append(ref)
         site.type, site.issues = T.check_expression(site.expr, self.analysis.type_of)
         return site.type
 
@@ -288,21 +323,25 @@ class Analyser:
         if root in doc.ids:
             return self.id_ref(ref, site, doc, scope, doc.ids[root])
         if root in scope.loops:
-            return RefInfo(site, ref, "loop", _path(scope.loops[root], segs[1:]))
+            return RefInfo(site, ref, "loop", _path(scope.loops[root], segs[1:]), binding=Binding("loop", root, "", segs[1:]))
         if root == "inputs":
-            return self.input_ref(ref, site)
+            info = self.input_ref(ref, site)
+            info.binding = Binding("input", "", "", segs[1:])
+            return info
         if root == "run":
             if len(segs) > 1 and not (isinstance(segs[1], Name) and segs[1].name in RUN_FIELDS):
                 bad = segs[1]
                 return self.problem(ref, site, "run", rules.REF_UNKNOWN, "'run' has the fields id, chain and started_at",
                                     _suggest(getattr(bad, "name", ""), RUN_FIELDS), bad.start, bad.end)
-            return RefInfo(site, ref, "run", T.STRING if len(segs) > 1 else T.ANY)
+            return RefInfo(site, ref, "run", T.STRING if len(segs) > 1 else T.ANY, binding=Binding("run", "", "", segs[1:]))
         if root == "thread":
-            return RefInfo(site, ref, "thread", T.ANY)
+            return RefInfo(site, ref, "thread", T.ANY, binding=Binding("thread", "", "", segs[1:]))
         if scope.payload is not None:
             if root == "event":
-                return RefInfo(site, ref, "event", T.ANY)
-            return self.payload_ref(ref, site, scope.payload)
+                return RefInfo(site, ref, "event", T.ANY, binding=Binding("event", "", "", segs[1:]))
+            info = self.payload_ref(ref, site, scope.payload)
+            info.binding = Binding("payload", "", "", segs)
+            return info
         return self.unknown(ref, site, f"'{root}' names nothing here", self.root_suggestion(ref, doc, scope))
 
     def event_ref(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope, name: str, k: int) -> RefInfo:
@@ -319,34 +358,38 @@ class Analyser:
                 return self.problem(ref, site, "step", rules.REF_INDEX, f"{name}[{index.value}]: this chain has {where}",
                                     valid, ref.start, index.end)
             target = occurrences[index.value]
+            binding = _step_binding("path", target.path, rest[1:])
             relation = doc.relation(target, scope.trail)
             if relation != "before" and scope.current is not None:
-                return self.relation_problem(ref, site, f"{name}[{index.value}]", relation, ref.start, index.end)
-            return self.field_ref(ref, site, target, rest[1:])
+                return _bound(self.relation_problem(ref, site, f"{name}[{index.value}]", relation, ref.start, index.end),
+                              binding)
+            return _bound(self.field_ref(ref, site, target, rest[1:]), binding)
         if scope.current is None and scope.trail and scope.trail[0][2] == -1:
             # a hook's condition or set: no step of the action has run yet
             return self.problem(ref, site, "step", rules.REF_FORWARD,
                                 f"{name} runs in this hook's action, after the condition is evaluated", None,
                                 ref.start, end_of_name)
+        binding = _step_binding("latest", name, rest)
         latest = doc.latest_before(name, scope.current, scope.trail)
         if latest is not None:
-            return self.field_ref(ref, site, latest, rest)
+            return _bound(self.field_ref(ref, site, latest, rest), binding)
         nearest = doc.nearest(name, scope.current, scope.trail)
         if nearest is None:
             return self.problem(ref, site, "step", rules.REF_UNKNOWN, f"{name} does not run in this chain before this point",
                                 f"add a {name} step before this one", ref.start, end_of_name)
-        return self.relation_problem(ref, site, name, nearest, ref.start, end_of_name)
+        return _bound(self.relation_problem(ref, site, name, nearest, ref.start, end_of_name), binding)
 
     def id_ref(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope, target: StepBase) -> RefInfo:
         segs = ref.segments
+        binding = _step_binding("id", target.id or "", segs[1:])
         relation = doc.relation(target, scope.trail) if scope.trail and scope.trail[0][2] != -1 else "later"
         if relation != "before":
             label = f"step '{target.id}'"
-            return self.relation_problem(ref, site, label, relation, ref.start, segs[0].end)
+            return _bound(self.relation_problem(ref, site, label, relation, ref.start, segs[0].end), binding)
         if len(segs) > 1 and isinstance(segs[1], Index):
             return self.problem(ref, site, "step", rules.REF_INDEX, f"'{target.id}' names one step; it has no occurrences to index",
                                 f"index its result instead: {target.id}.result[{segs[1].value}]", segs[1].start, segs[1].end)
-        return self.field_ref(ref, site, target, segs[1:])
+        return _bound(self.field_ref(ref, site, target, segs[1:]), binding)
 
     def relation_problem(self, ref: Ref, site: ExprSite, label: str, relation: Relation, start: int, end: int) -> RefInfo:
         if relation == "sibling":
@@ -468,6 +511,21 @@ class Analyser:
             return T.ANY
         schema = spec.params_schema if trigger.phase == "pre" else spec.result_schema
         return T.type_from_schema(schema) if schema else T.ANY
+
+
+def _step_binding(kind: Any, name: str, rest: tuple[Any, ...]) -> Binding:
+    """`x.result.a`, `x.status`, or the shorthand `x.a` (= `x.result.a`)."""
+    if rest and isinstance(rest[0], Name) and rest[0].name in STEP_FIELDS:
+        return Binding(kind, name, rest[0].name, rest[1:])
+    return Binding(kind, name, "result", rest)
+
+
+def _bound(info: RefInfo, binding: Binding) -> RefInfo:
+    """`info`, with what it names. A reference with a problem is bound too: warnings do not
+    stop a run, and a `decide` text is judged by whether its names exist."""
+    if info.kind != "unknown":
+        info.binding = binding
+    return info
 
 
 def _leading_names(segs: tuple[Any, ...]) -> list[str]:

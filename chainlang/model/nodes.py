@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from chainlang.loader import AnyNode, MapNode, ScalarNode
 
 if TYPE_CHECKING:
+    from chainlang.model.bindings import ChainBindings
     from chainlang.expr.ast import Expr
     from chainlang.expr.template import Template
 
@@ -203,6 +204,8 @@ class Chain:
     limits: Limits = field(default_factory=Limits)
     allow: list[tuple[str, ScalarNode]] | None = None
     events: dict[str, EventDecl] = field(default_factory=dict)
+    # what each reference names: set by the checker's scope analysis, compiled into the graph
+    bindings: "ChainBindings | None" = None
 
 
 def walk_steps(steps: list[Step]) -> "list[Step]":

@@ -819,19 +819,7 @@ def apply_input_defaults(graph: ExecutionGraph, inputs: dict[str, Any]) -> dict[
 def run_binder(run: RunState, graph: ExecutionGraph) -> Binder:
     binder = run.binders.get(id(graph))
     if binder is None:
-        events: dict[str, list[str]] = {}
-        ids: set[str] = set()
-        stack = list(reversed(graph.nodes))
-        while stack:
-            node = stack.pop()
-            if node.kind == "event" and node.event:
-                events.setdefault(node.event, []).append(node.path)
-            if node.id:
-                ids.add(node.id)
-            stack.extend(reversed(node.else_))
-            stack.extend(reversed(node.children))
-        registry = run.registry
-        binder = Binder(events, ids, lambda name: name in registry)
+        binder = Binder(graph.bindings)
         run.binders[id(graph)] = binder
     return binder
 

@@ -102,7 +102,7 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     from chainlang.compile import compile_chain
 
     failed = any(d.severity == "error" for d in diagnostics)
-    graph = None if failed else compile_chain(main.chain, lambda name: name in project_registry)
+    graph = None if failed else compile_chain(main.chain)
     data = main.source.text.encode("utf-8", "surrogatepass")
     return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, {main.path: main.source},
                     len(main.chain.hooks),
@@ -166,7 +166,7 @@ class SubChains:
             raise ChainLoadError(f"{loaded.path}:{first.line}:{first.column}: {first.message}{more}")
         from chainlang.compile import compile_chain
 
-        graph = compile_chain(loaded.chain, lambda name: name in registry)
+        graph = compile_chain(loaded.chain)
         self.graphs[key] = graph
         return graph
 

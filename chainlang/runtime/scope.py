@@ -7,10 +7,9 @@ into the parent in document order when the group ends. So "the most recent compl
 `tools.now`" is a dictionary lookup up a chain of scopes as deep as the blocks around the
 step, whatever the length of the run.
 
-A `Binder` turns each `Ref` of a compiled chain into an accessor, once, with the rules of
-the checker (LANGUAGE.md §3): the longest dotted prefix naming an event of the chain (or a
-registered one) is a step, then step ids, `inputs`, `run`, `thread`, loop variables.
-Scopes are the evaluator's resolver: `scope(ref)` looks the accessor up by the identity of
+A `Binder` turns each `Ref` of a compiled chain into an accessor, once, from what the
+checker's scope analysis found it names (chainlang.model.bindings; LANGUAGE.md §3): the
+runtime does not resolve names again. Scopes are the evaluator's resolver: `scope(ref)` looks the accessor up by the identity of
 the `Ref` (AST nodes are shared between expressions with the same text, but a binding
 depends only on the chain, not on where in it the text appears).
 """
@@ -19,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from chainlang.expr.ast import Index, Name, Ref
+from chainlang.expr.ast import Ref
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import walk_path
+from chainlang.model.bindings import Binding, ChainBindings
 
-STEP_FIELDS = frozenset({"result", "status", "error", "params", "duration_ms"})
 
 Accessor = Callable[["Scope"], Any]
 
@@ -150,70 +149,48 @@ class Scope:
 
 
 class Binder:
-    """Binds the references of one chain (see the module docstring).
+    """Turns the bindings of one compiled chain (made by the checker's analysis, carried by
+    the graph) into accessors, each once. It resolves nothing itself."""
 
-    `events` maps each event used in the chain to the static paths of its steps in
-    document order (for `name[i]`); `ids` are the chain's step ids; `registered` tells
-    whether a dotted name is an event of the registry."""
-
-    def __init__(self, events: dict[str, list[str]], ids: set[str], registered: Callable[[str], bool]) -> None:
-        self.events = events
-        self.ids = ids
-        self.registered = registered
+    def __init__(self, bindings: ChainBindings) -> None:
+        self.bindings = bindings.refs
         self.plan: dict[int, Accessor] = {}
-        self._refs: list[Ref] = []  # keeps every bound Ref alive, so its id() is never reused
 
     def bind(self, ref: Ref) -> Accessor:
-        accessor = self._accessor(ref)
+        binding = self.bindings.get(id(ref))
+        if binding is None:  # a graph compiled from a chain the checker did not bind: a bug
+            raise ExprEvalError("reference", "this reference was not bound by the checks (internal error)",
+                                ref.start, ref.end)
+        accessor = _accessor(binding, ref)
         self.plan[id(ref)] = accessor
-        self._refs.append(ref)
         return accessor
 
-    def _accessor(self, ref: Ref) -> Accessor:
-        segs = ref.segments
-        names: list[str] = []
-        for seg in segs:
-            if type(seg) is not Name:
-                break
-            names.append(seg.name)
-        for k in range(len(names), 1, -1):
-            candidate = ".".join(names[:k])
-            if candidate in self.events or self.registered(candidate):
-                return self._event(candidate, segs[k:])
-        root = names[0] if names else ""
-        rest = segs[1:]
-        if root in self.ids:
-            return _step_field(lambda scope: scope.find_id(root), rest)
-        if root == "inputs":
-            return lambda scope: walk_path(scope.inputs, rest) if rest else scope.inputs
-        if root == "run":
-            return lambda scope: walk_path(scope.facts, rest) if rest else scope.facts
-        if root == "thread":
-            start, end = ref.start, ref.end
 
-            def thread(scope: Scope) -> Any:
-                raise ExprEvalError("reference", "thread.* references need the thread store, which this version "
-                                    "does not implement yet", start, end)
-            return thread
-        return lambda scope: walk_path(scope.find_loop(root), rest) if rest else scope.find_loop(root)
+def _accessor(binding: Binding, ref: Ref) -> Accessor:
+    kind, name, rest = binding.kind, binding.name, binding.path
+    if kind == "latest":
+        return _step_field(lambda scope: scope.find_latest(name), binding.field, rest)
+    if kind == "path":
+        return _step_field(lambda scope: scope.find_path(name), binding.field, rest)
+    if kind == "id":
+        return _step_field(lambda scope: scope.find_id(name), binding.field, rest)
+    if kind == "input":
+        return lambda scope: walk_path(scope.inputs, rest) if rest else scope.inputs
+    if kind == "run":
+        return lambda scope: walk_path(scope.facts, rest) if rest else scope.facts
+    if kind == "loop":
+        return lambda scope: walk_path(scope.find_loop(name), rest) if rest else scope.find_loop(name)
+    start, end = ref.start, ref.end
 
-    def _event(self, name: str, rest: tuple[Any, ...]) -> Accessor:
-        if rest and type(rest[0]) is Index:
-            paths = self.events.get(name, [])
-            index = rest[0].value
-            if not -len(paths) <= index < len(paths):
-                return lambda scope: None
-            path = paths[index]
-            return _step_field(lambda scope: scope.find_path(path), rest[1:])
-        return _step_field(lambda scope: scope.find_latest(name), rest)
+    def unavailable(scope: Scope) -> Any:
+        raise ExprEvalError("reference", f"{kind}.* references need the thread store, which this version does not "
+                            "implement yet" if kind == "thread" else f"{kind} references exist only in hooks, which "
+                            "this version does not run yet", start, end)
+    return unavailable
 
 
-def _step_field(find: Callable[[Scope], Rec | None], rest: tuple[Any, ...]) -> Accessor:
-    """`x.result.a`, `x.status`, or the shorthand `x.a` (= `x.result.a`)."""
-    if rest and type(rest[0]) is Name and rest[0].name in STEP_FIELDS:
-        field, path = rest[0].name, rest[1:]
-    else:
-        field, path = "result", rest
+def _step_field(find: Callable[[Scope], Rec | None], field: str, path: tuple[Any, ...]) -> Accessor:
+    """`x.result.a`, `x.status.…` (the checker turned the shorthand `x.a` into `x.result.a`)."""
     if field == "result":
         if not path:
             def whole(scope: Scope) -> Any:
