@@ -10,11 +10,13 @@ A decider answers one of exactly three decisions (the seed format):
   obvious way (`repair`: schema defaults, `"3"` → 3, `"true"` → true, a scalar → a
   one-item list, a number → text, unknown properties dropped where the schema forbids
   them) and evaluates a condition that is an expression. Anything else raises `Undecided`.
-- `model_decider` (`ModelDecider`): any OpenAI-compatible chat endpoint, asked with the
-  decision's JSON Schema as the required response format; its answer is validated.
+- `model_decider` (`ModelDecider`): any OpenAI-compatible chat endpoint, asked through
+  a pooled `chainlang.llm.ModelClient` with the decision's JSON Schema as the required
+  response format; its answer is validated.
 - `chained` (`ChainedDecider`): the embedded decider, then the model (if configured),
   then the configured fallback (`fail` raises `DecisionNeeded`, `skip`, `break`);
-  `decider_from_config` builds that chain from the `[decide]` table of chainlang.toml.
+  `decider_from_config` builds that chain from the `[decide]` table of chainlang.toml,
+  and `close_decider` closes what it holds open (the model's pooled connections).
 
 A `continue` decision's params are the caller's to validate again (`validate_params`):
 if they are still invalid the step fails with the schema errors (no repair loop).
@@ -22,7 +24,7 @@ if they are still invalid the step fails with the schema errors (no repair loop)
 
 from __future__ import annotations
 
-from chainlang.runtime.decide.chained import ChainedDecider, decider_from_config
+from chainlang.runtime.decide.chained import ChainedDecider, close_decider, decider_from_config
 from chainlang.runtime.decide.decision import (
     ACTIONS,
     DECISION_SCHEMA,
@@ -56,6 +58,7 @@ __all__ = [
     "EmbeddedDecider",
     "ModelDecider",
     "Undecided",
+    "close_decider",
     "decider_from_config",
     "repair_params",
     "validate_params",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from chainlang.runtime.decide.decision import (
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
     from chainlang.registry.config import ProjectConfig
     from chainlang.registry.config_model import DecideConfig
 
-__all__ = ["ChainedDecider", "decider_from_config"]
+__all__ = ["ChainedDecider", "close_decider", "decider_from_config"]
+
+_CLOSE_GRACE = 2.0  # seconds
 
 _HOW_TO_CONFIGURE = (
     'configure one in chainlang.toml: [decide] with base_url = "http://localhost:11434/v1" (any OpenAI-compatible '
@@ -68,6 +71,26 @@ class ChainedDecider:
             message = (f"{request.event}: neither the embedded decider nor the decide model could decide ({why}); "
                        f'check the [decide] endpoint in chainlang.toml, or set fallback = "skip" or "break" there')
         raise DecisionNeeded(message, request.event, tuple(reasons))
+
+    async def aclose(self) -> None:
+        """Close what the deciders of the chain hold open (the model's connections)."""
+        for decider in (self.first, self.then):
+            if decider is not None:
+                await close_decider(decider)
+
+
+async def close_decider(decider: object, grace: float = _CLOSE_GRACE) -> None:
+    """Close what `decider` holds open, if it has an `aclose()` (the runner calls this at the
+    end of a run, for the decider it made). Never raises, and gives up after `grace` seconds:
+    closing must not keep a run from ending."""
+    close = getattr(decider, "aclose", None)
+    if close is None:
+        return
+    try:
+        async with asyncio.timeout(grace):
+            await close()
+    except Exception:  # a failure to close a connection changes nothing in the run
+        pass
 
 
 def decider_from_config(config: ProjectConfig | DecideConfig | None) -> ChainedDecider:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
-from functools import lru_cache
 from typing import Any
 
+from chainlang.llm.client import MAX_TIMEOUT, ModelClient, ModelConfigError, ModelError, Timeouts
 from chainlang.runtime.decide.decision import (
     DECISION_SCHEMA,
     DEFAULT_TIMEOUT,
@@ -40,15 +38,21 @@ With a condition: answer continue when it holds (with the params, completed if n
 skip when it does not. When the params cannot be completed from what you are given, answer
 break rather than inventing values. Answer with the JSON object only."""
 
-_MAX_ANSWER_BYTES = 4 * 1024 * 1024
 _MAX_CONTEXT_CHARS = 24_000
+_LABEL = "the decide model"
+_KEY_HINT = "set it, or remove api_key_env from [decide] in chainlang.toml if the endpoint needs no key"
 
 
 class ModelDecider:
     """Asks an OpenAI-compatible chat endpoint: POST `{base_url}/chat/completions` with the
     decision's JSON Schema as the required `response_format`. The answer is validated
-    against `DECISION_SCHEMA`; an HTTP error, a timeout, an answer that is not JSON or not
-    a decision raise `Undecided` with a one-line reason.
+    against `DECISION_SCHEMA`; an HTTP error, a timeout, an answer that is too large, not
+    JSON or not a decision raise `Undecided` with a one-line reason.
+
+    The exchange goes through a `chainlang.llm.ModelClient` (pooled connections, `timeout`
+    as a deadline over the whole request, bounded answers, bounded retries): its own, made
+    here and closed by `aclose()`, or one shared with other model-backed events
+    (`ModelDecider.over(client, model)`), which `aclose()` leaves open.
 
     The API key is read from the environment variable named `api_key_env` at each request
     and sent as `Authorization: Bearer ...`; it never appears in a reason, an error or a
@@ -57,20 +61,45 @@ class ModelDecider:
     """
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        if not re.match(r"^https?://[^/\s]+", base_url or ""):
-            raise DeciderConfigError(f"the decide model's base_url must be an http:// or https:// URL, not {base_url!r}")
+        if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_TIMEOUT):
+            raise DeciderConfigError(f"{_LABEL}'s timeout must be more than 0 seconds, not {timeout!r}")
+        try:
+            client = ModelClient(base_url, api_key_env, timeouts=Timeouts(total=float(timeout)), label=_LABEL)
+        except ModelConfigError as exc:
+            raise DeciderConfigError(str(exc)) from None
+        self._setup(client, model, owns_client=True)
+
+    @classmethod
+    def over(cls, client: ModelClient, model: str) -> ModelDecider:
+        """A decider that asks through `client`, shared with other model-backed events;
+        its `aclose()` does not close the client (the client's owner does)."""
+        decider = cls.__new__(cls)
+        decider._setup(client, model, owns_client=False)
+        return decider
+
+    def _setup(self, client: ModelClient, model: str, owns_client: bool) -> None:
         if not model:
-            raise DeciderConfigError("the decide model needs a model name ([decide] model = ...)")
-        if not (isinstance(timeout, (int, float)) and 0 < timeout <= 3600):
-            raise DeciderConfigError(f"the decide model's timeout must be more than 0 seconds, not {timeout!r}")
-        self.base_url = base_url.rstrip("/")
+            raise DeciderConfigError(f"{_LABEL} needs a model name ([decide] model = ...)")
+        self.client = client
         self.model = model
-        self.api_key_env = api_key_env
-        self.timeout = float(timeout)
+        self._owns_client = owns_client
+
+    @property
+    def base_url(self) -> str:
+        return self.client.base_url
+
+    @property
+    def api_key_env(self) -> str | None:
+        return self.client.api_key_env
+
+    @property
+    def timeout(self) -> float:
+        """Seconds: the deadline of one decision's whole exchange with the endpoint."""
+        return self.client.timeouts.total
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return self.client.url("chat/completions")
 
     def __repr__(self) -> str:
         return f"ModelDecider(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout={self.timeout!r})"
@@ -91,65 +120,21 @@ class ModelDecider:
         }
 
     async def decide(self, request: DecideRequest) -> Decision:
-        key = self._api_key()
         try:
-            body = json.dumps(self.request_body(request), ensure_ascii=False).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            raise Undecided(f"the request cannot be sent as JSON: {exc}") from None
+            content = await self.client.chat(self.request_body(request))
+        except ModelConfigError as exc:  # the key variable is not set: not a question the model could not answer
+            raise DeciderConfigError(f"{exc} ({_KEY_HINT})") from None
+        except ModelError as exc:
+            raise Undecided(exc.message) from None
         try:
-            try:
-                content = await asyncio.wait_for(asyncio.to_thread(self._post, body, key), timeout=self.timeout)
-            except (asyncio.TimeoutError, TimeoutError):
-                raise Undecided(f"the decide model at {self.url} did not answer within {self.timeout:g}s") from None
             return self._decision(content)
-        except Undecided as exc:
-            raise Undecided(_redact(exc.reason, key)) from None
+        except Undecided as exc:  # a server that echoes the key back
+            raise Undecided(self.client.redact(exc.reason)) from None
 
-    def _api_key(self) -> str | None:
-        if not self.api_key_env:
-            return None
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise DeciderConfigError(
-                f"the decide model's API key is read from the environment variable {self.api_key_env}, which is not set "
-                f"(set it, or remove api_key_env from [decide] in chainlang.toml if the endpoint needs no key)"
-            )
-        return key
-
-    def _post(self, body: bytes, key: str | None) -> str:
-        """Runs in a worker thread: the HTTP exchange, down to the answer's content text."""
-        import urllib.error
-        import urllib.request
-
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "chainlang-decide"}
-        if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
-        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        opener = urllib.request.build_opener(_no_redirect()())
-        try:
-            with opener.open(req, timeout=self.timeout) as response:
-                raw = response.read(_MAX_ANSWER_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            detail = ""
-            try:
-                detail = exc.read(2000).decode("utf-8", "replace")
-            except Exception:
-                pass
-            detail = f": {shorten(one_line(detail), 160)}" if detail.strip() else ""
-            raise Undecided(f"the decide model at {self.url} answered HTTP {exc.code} {exc.reason}{detail}") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise Undecided(f"the decide model at {self.url} did not answer within {self.timeout:g}s") from None
-            raise Undecided(f"cannot reach the decide model at {self.url}: {exc.reason}") from None
-        except TimeoutError:
-            raise Undecided(f"the decide model at {self.url} did not answer within {self.timeout:g}s") from None
-        except OSError as exc:
-            raise Undecided(f"cannot reach the decide model at {self.url}: {exc}") from None
-        except Exception as exc:  # http.client's protocol errors and anything else on the wire
-            raise Undecided(f"the exchange with the decide model at {self.url} failed: {type(exc).__name__}: {exc}") from None
-        if len(raw) > _MAX_ANSWER_BYTES:
-            raise Undecided(f"the decide model's answer is larger than {_MAX_ANSWER_BYTES // (1024 * 1024)} MB")
-        return _content_of(raw)
+    async def aclose(self) -> None:
+        """Close the connections of the decider's own client (a shared one stays open)."""
+        if self._owns_client:
+            await self.client.aclose()
 
     def _decision(self, content: str) -> Decision:
         text = _unfence(content)
@@ -164,26 +149,6 @@ class ModelDecider:
         action: Action = answer["action"]
         return Decision(action, answer.get("params") if action == "continue" else None,
                         f"the decide model {self.model} answered {action}", "model")
-
-
-def _content_of(raw: bytes) -> str:
-    try:
-        payload = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise Undecided(f"the decide model endpoint's answer is not JSON: {shorten(one_line(raw[:200].decode('utf-8', 'replace')), 120)}") from None
-    try:
-        message = payload["choices"][0]["message"]
-    except (KeyError, IndexError, TypeError):
-        raise Undecided("the decide model endpoint's answer has no choices[0].message (is base_url an OpenAI-compatible /v1 URL?)") from None
-    if not isinstance(message, dict):
-        raise Undecided("the decide model endpoint's answer has no choices[0].message")
-    content = message.get("content")
-    if not isinstance(content, str) or not content.strip():
-        refusal = message.get("refusal")
-        if isinstance(refusal, str) and refusal.strip():
-            raise Undecided(f"the decide model refused: {shorten(one_line(refusal), 120)}")
-        raise Undecided("the decide model's answer is empty (no choices[0].message.content)")
-    return content
 
 
 def _unfence(content: str) -> str:
@@ -211,20 +176,3 @@ def _user_message(request: DecideRequest) -> str:
         f"Context: {context}",
     ]
     return "\n".join(lines)
-
-
-@lru_cache(maxsize=1)
-def _no_redirect() -> Any:
-    """A handler class that refuses redirects: the request carries the API key, which must
-    go to base_url only (urllib would otherwise follow a 302 to any host, key included)."""
-    import urllib.request
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
-            return None
-
-    return NoRedirect
-
-
-def _redact(text: str, key: str | None) -> str:
-    return text.replace(key, "***") if key else text
