@@ -568,11 +568,11 @@ def test_model_redirect_is_refused(endpoint: FakeEndpoint) -> None:
 
 
 def test_model_timeout_is_undecided(endpoint: FakeEndpoint) -> None:
-    endpoint.reply({"action": "skip"}, delay=1.5)
+    endpoint.reply({"action": "skip"}, delay=5)
     started = time.monotonic()
     with pytest.raises(Undecided, match=r"did not answer within 0\.3s"):
         ask(model(endpoint, timeout=0.3))
-    assert time.monotonic() - started < 1.4
+    assert time.monotonic() - started < 2.5  # bounds with room for a busy machine
 
 
 def test_model_that_never_answers_times_out(endpoint: FakeEndpoint) -> None:
@@ -581,7 +581,7 @@ def test_model_that_never_answers_times_out(endpoint: FakeEndpoint) -> None:
     with pytest.raises(Undecided, match=r"^the decide model at http://127\.0\.0\.1:\d+/v1/chat/completions did not "
                                         r"answer within 0\.5s$"):
         ask(model(endpoint, timeout=0.5))
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 2.5  # the server would wait 30 s
     assert len(endpoint.requests) == 1  # a timeout is not retried
 
 
@@ -591,7 +591,7 @@ def test_model_that_trickles_bytes_times_out(endpoint: FakeEndpoint) -> None:
     started = time.monotonic()
     with pytest.raises(Undecided, match=r"did not answer within 0\.5s"):
         ask(model(endpoint, timeout=0.5))
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 2.5  # the whole answer would take some 20 s
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
@@ -884,7 +884,7 @@ def test_a_model_that_never_answers_fails_the_step_within_the_timeout(endpoint: 
     transcript = tmp_path / "run.jsonl"
     started = time.monotonic()
     result = chainlang.run(chain, tools=[RUN_TOOLS], transcript=transcript)
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 5.0  # the server would wait 30 s
     assert result.status == "failed" and result.error is not None
     message = result.error["message"]
     assert result.error["type"] == "decide", result.error
