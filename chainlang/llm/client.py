@@ -236,7 +236,7 @@ class ModelClient:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError) as exc:  # UnicodeEncodeError (a lone surrogate) is a ValueError
             raise ModelError(f"the request to {self.label} cannot be sent as JSON: {exc}", url) from None
-        # identity: the bound on an answer's size is then a bound on the bytes read (no decompression bombs)
+        # identity: no compressed body to inflate far past the bound on an answer (which counts inflated bytes)
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    "Accept-Encoding": "identity", "User-Agent": "chainlang"}
         if key is not None:
