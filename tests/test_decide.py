@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from chainlang.llm import ModelClient, Timeouts
 from chainlang.registry.config import load_config
 from chainlang.registry.config_model import DecideConfig
 from chainlang.registry.errors import ConfigError
@@ -29,6 +32,7 @@ from chainlang.runtime.decide import (
     EmbeddedDecider,
     ModelDecider,
     Undecided,
+    close_decider,
     decider_from_config,
     repair_params,
     validate_params,
@@ -273,6 +277,7 @@ def test_decision_schema_is_draft7_and_takes_exactly_the_three_answers() -> None
 
 KEY = "sk-test-5e3c7a9d1f-never-shown"
 KEY_ENV = "CHAINLANG_TEST_DECIDE_KEY"
+MiB = 1024 * 1024
 
 
 @dataclass
@@ -281,6 +286,12 @@ class Reply:
     content: str | None = None  # choices[0].message.content; None: `body` is sent as it is
     body: str = ""
     delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    hang: bool = False  # read the request, never answer
+    drop: bool = False  # read the request, close the connection without an answer
+    trickle: float = 0.0  # send the body one byte every `trickle` seconds
+    chunked: bool = False  # send the body in chunks, without a Content-Length
+    padding: int = 0  # bytes of padding in the chat answer, around the content
 
 
 @dataclass
@@ -288,10 +299,15 @@ class FakeEndpoint:
     url: str = ""
     replies: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    closed: list[int] = field(default_factory=list)  # client ports whose connection ended
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def reply(self, content: str | dict[str, Any] | None = None, **kwargs: Any) -> None:
         text = json.dumps(content) if isinstance(content, dict) else content
         self.replies.append(Reply(content=text, **kwargs))
+
+    def ports(self) -> list[int]:
+        return [r["port"] for r in self.requests]
 
 
 @pytest.fixture()
@@ -302,31 +318,65 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEndpoint]:
     state = FakeEndpoint()
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real model servers do
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def handle(self) -> None:
+            try:
+                super().handle()
+            finally:
+                state.closed.append(self.client_address[1])
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length))
-            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
+                                   "port": self.client_address[1]})
             reply = state.replies.pop(0) if state.replies else Reply(status=500, body="no reply queued")
+            if reply.hang:
+                state.stop.wait(30)
+                self.close_connection = True
+                return
+            if reply.drop:
+                self.close_connection = True
+                return
             if reply.delay:
                 time.sleep(reply.delay)
             if reply.content is not None:
                 payload = json.dumps({"id": "x", "object": "chat.completion", "model": body.get("model"),
                                       "choices": [{"index": 0, "finish_reason": "stop",
-                                                   "message": {"role": "assistant", "content": reply.content}}]})
+                                                   "message": {"role": "assistant", "content": reply.content}}],
+                                      **({"padding": "x" * reply.padding} if reply.padding else {})})
             else:
                 payload = reply.body
             data = payload.encode()
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                if reply.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for i in range(0, len(data), 65536):
+                        chunk = data[i:i + 65536]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if reply.trickle:
+                    for byte in data:
+                        if state.stop.wait(reply.trickle):
+                            break
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    return
                 self.wfile.write(data)
             except OSError:
-                pass  # the client gave up (timeout test)
+                self.close_connection = True  # the client gave up (timeout tests)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
@@ -336,16 +386,31 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEndpoint]:
     try:
         yield state
     finally:
+        state.stop.set()
         server.shutdown()
         server.server_close()
 
 
-def model(endpoint: FakeEndpoint, timeout: float = 5.0, api_key_env: str | None = KEY_ENV) -> ModelDecider:
-    return ModelDecider(endpoint.url, "phi3", api_key_env, timeout)
+def model(endpoint: FakeEndpoint | str, timeout: float = 5.0, api_key_env: str | None = KEY_ENV,
+          **client: Any) -> ModelDecider:
+    """A model decider whose retries wait 10 ms instead of 0.5 s (`client`: ModelClient options)."""
+    url = endpoint if isinstance(endpoint, str) else endpoint.url
+    client.setdefault("backoff", 0.01)
+    decider = ModelDecider(url, "phi3", api_key_env, timeout)
+    for name, value in client.items():
+        setattr(decider.client, name, value)
+    return decider
 
 
 def ask(decider: Decider, req: DecideRequest | None = None) -> Decision:
-    return asyncio.run(decider.decide(req or request({"days": "soon"}, condition="find next available slot")))
+    """One decision in its own event loop; the decider's connections are closed after it."""
+    async def go() -> Decision:
+        try:
+            return await decider.decide(req or request({"days": "soon"}, condition="find next available slot"))
+        finally:
+            await close_decider(decider)
+
+    return asyncio.run(go())
 
 
 def test_model_request(endpoint: FakeEndpoint) -> None:
@@ -408,6 +473,7 @@ def test_model_invalid_answer_is_undecided(endpoint: FakeEndpoint, content: str,
     endpoint.reply(content)
     with pytest.raises(Undecided, match=why):
         ask(model(endpoint))
+    assert len(endpoint.requests) == 1  # an answer that is wrong is not asked again
 
 
 def test_model_endpoint_that_is_not_openai_compatible(endpoint: FakeEndpoint) -> None:
@@ -419,33 +485,131 @@ def test_model_endpoint_that_is_not_openai_compatible(endpoint: FakeEndpoint) ->
         ask(model(endpoint))
 
 
-def test_model_http_error_is_undecided(endpoint: FakeEndpoint) -> None:
-    endpoint.replies.append(Reply(status=500, body='{"error": "model not loaded"}'))
-    with pytest.raises(Undecided, match="answered HTTP 500.*model not loaded") as info:
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_model_http_error_is_undecided_and_not_retried(endpoint: FakeEndpoint, status: int) -> None:
+    endpoint.replies.append(Reply(status=status, body='{"error": "model not loaded"}'))
+    with pytest.raises(Undecided, match=f"answered HTTP {status} .*model not loaded") as info:
         ask(model(endpoint))
-    assert "\n" not in info.value.reason
+    assert "\n" not in info.value.reason and "tries" not in info.value.reason
+    assert len(endpoint.requests) == 1
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+def test_model_busy_is_retried(endpoint: FakeEndpoint, status: int) -> None:
+    endpoint.replies.append(Reply(status=status, body="busy"))
+    endpoint.replies.append(Reply(status=status, body="busy"))
+    endpoint.reply({"action": "skip"})
+    assert ask(model(endpoint)).action == "skip"
+    assert len(endpoint.requests) == 3
+
+
+def test_model_retries_are_bounded(endpoint: FakeEndpoint) -> None:
+    for _ in range(5):
+        endpoint.replies.append(Reply(status=503, body='{"error": "overloaded"}'))
+    with pytest.raises(Undecided, match=r"answered HTTP 503 Service Unavailable: .*overloaded.* \(3 tries\)"):
+        ask(model(endpoint))
+    assert len(endpoint.requests) == 3  # two retries by default
+    with pytest.raises(Undecided, match=r"HTTP 503 Service Unavailable: .*overloaded.*\"}$"):
+        ask(model(endpoint, retries=0))
+    assert len(endpoint.requests) == 4
+
+
+def test_model_retry_waits_as_the_server_says_within_limits(endpoint: FakeEndpoint) -> None:
+    endpoint.replies.append(Reply(status=429, body="slow down", headers={"Retry-After": "0.3"}))
+    endpoint.reply({"action": "skip"})
+    started = time.monotonic()
+    assert ask(model(endpoint)).action == "skip"
+    assert time.monotonic() - started >= 0.3
+    # a wait longer than the limit (or than the timeout): the error, at once
+    endpoint.replies.append(Reply(status=429, body="come back tomorrow", headers={"Retry-After": "86400"}))
+    started = time.monotonic()
+    with pytest.raises(Undecided, match="HTTP 429 Too Many Requests: come back tomorrow$"):
+        ask(model(endpoint))
+    assert time.monotonic() - started < 1.0
+    assert len(endpoint.requests) == 3
+
+
+def test_model_connection_dropped_is_retried(endpoint: FakeEndpoint) -> None:
+    endpoint.replies.append(Reply(drop=True))
+    endpoint.reply({"action": "break"})
+    assert ask(model(endpoint)).action == "break"
+    assert len(endpoint.requests) == 2
+
+
+def test_model_connections_are_kept_alive(endpoint: FakeEndpoint) -> None:
+    """One decider asks several times over one connection, and closes it at the end."""
+    decider = model(endpoint)
+    for _ in range(3):
+        endpoint.reply({"action": "skip"})
+
+    async def three() -> list[str]:
+        try:
+            return [(await decider.decide(NATURAL)).action for _ in range(3)]
+        finally:
+            await close_decider(decider)
+
+    assert asyncio.run(three()) == ["skip", "skip", "skip"]
+    ports = endpoint.ports()
+    assert len(ports) == 3 and len(set(ports)) == 1
+    _wait_for(lambda: ports[0] in endpoint.closed)
+
+
+def _wait_for(condition: Any, seconds: float = 3.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
 
 
 def test_model_redirect_is_refused(endpoint: FakeEndpoint) -> None:
-    endpoint.replies.append(Reply(status=302, body=""))
+    endpoint.replies.append(Reply(status=302, body="", headers={"Location": "http://127.0.0.1:9/steal"}))
     with pytest.raises(Undecided, match="HTTP 302"):
         ask(model(endpoint))
     assert len(endpoint.requests) == 1
 
 
 def test_model_timeout_is_undecided(endpoint: FakeEndpoint) -> None:
-    endpoint.reply({"action": "skip"}, delay=1.5)
+    endpoint.reply({"action": "skip"}, delay=5)
     started = time.monotonic()
     with pytest.raises(Undecided, match=r"did not answer within 0\.3s"):
         ask(model(endpoint, timeout=0.3))
-    assert time.monotonic() - started < 1.4
+    assert time.monotonic() - started < 2.5  # bounds with room for a busy machine
+
+
+def test_model_that_never_answers_times_out(endpoint: FakeEndpoint) -> None:
+    endpoint.replies.append(Reply(hang=True))
+    started = time.monotonic()
+    with pytest.raises(Undecided, match=r"^the decide model at http://127\.0\.0\.1:\d+/v1/chat/completions did not "
+                                        r"answer within 0\.5s$"):
+        ask(model(endpoint, timeout=0.5))
+    assert time.monotonic() - started < 2.5  # the server would wait 30 s
+    assert len(endpoint.requests) == 1  # a timeout is not retried
+
+
+def test_model_that_trickles_bytes_times_out(endpoint: FakeEndpoint) -> None:
+    """A byte every 50 ms never trips a read timeout: the total deadline ends the exchange."""
+    endpoint.reply({"action": "skip"}, padding=200, trickle=0.05)
+    started = time.monotonic()
+    with pytest.raises(Undecided, match=r"did not answer within 0\.5s"):
+        ask(model(endpoint, timeout=0.5))
+    assert time.monotonic() - started < 2.5  # the whole answer would take some 20 s
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_model_answer_too_large(endpoint: FakeEndpoint, chunked: bool) -> None:
+    endpoint.reply({"action": "skip"}, padding=MiB, chunked=chunked)
+    with pytest.raises(Undecided, match=r"the decide model's answer is larger than 1 MiB; it was not read further"):
+        ask(model(endpoint))
+    endpoint.reply({"action": "skip"}, padding=MiB - 1000, chunked=chunked)
+    assert ask(model(endpoint)).action == "skip"  # just under the limit
+    assert len(endpoint.requests) == 2
 
 
 def test_model_unreachable_is_undecided() -> None:
     with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as server:
         port = server.server_address[1]  # bound, then closed: nothing listens there
-    with pytest.raises(Undecided, match="cannot reach the decide model"):
-        ask(ModelDecider(f"http://127.0.0.1:{port}/v1", "phi3", None, 2.0))
+    with pytest.raises(Undecided, match=r"cannot reach the decide model at .*\(3 tries\)"):
+        ask(model(f"http://127.0.0.1:{port}/v1", 2.0, None))
 
 
 def test_model_missing_key_variable_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -459,6 +623,26 @@ def test_model_config_is_checked() -> None:
         ModelDecider("file:///etc/passwd", "phi3")
     with pytest.raises(DeciderConfigError, match="model name"):
         ModelDecider("http://localhost:11434/v1", "")
+    with pytest.raises(DeciderConfigError, match="timeout must be more than 0 seconds"):
+        ModelDecider("http://localhost:11434/v1", "phi3", None, 0)
+
+
+def test_a_shared_client_stays_open(endpoint: FakeEndpoint) -> None:
+    """A decider over a client shared with other model-backed events does not close it."""
+    endpoint.reply({"action": "skip"})
+    endpoint.reply({"action": "break"})
+    client = ModelClient(endpoint.url, KEY_ENV, timeouts=Timeouts(total=5), label="the decide model")
+    decider = ModelDecider.over(client, "phi3")
+    assert decider.url == f"{endpoint.url}/chat/completions" and decider.timeout == 5
+
+    async def twice() -> list[str]:
+        async with client:
+            first = await decider.decide(NATURAL)
+            await close_decider(decider)  # the shared client is not the decider's to close
+            return [first.action, (await decider.decide(NATURAL)).action]
+
+    assert asyncio.run(twice()) == ["skip", "break"]
+    assert len(set(endpoint.ports())) == 1
 
 
 def test_the_api_key_never_shows(endpoint: FakeEndpoint) -> None:
@@ -467,21 +651,45 @@ def test_the_api_key_never_shows(endpoint: FakeEndpoint) -> None:
     endpoint.replies.append(Reply(status=401, body=f'{{"error": "bad key Bearer {KEY}"}}'))
     endpoint.reply(f"not json {KEY}")
     endpoint.reply({"action": "continue", "params": {"days": 3}, "echo": KEY})
+    endpoint.replies.append(Reply(body=f"<html>{KEY}</html>"))
+    endpoint.replies += [Reply(status=503, body=f"busy {KEY}")] * 3
+    endpoint.reply("", headers={"X-Echo": KEY}, trickle=0.2)
     endpoint.reply({"action": "skip"})
-    decider = model(endpoint)
-    for _ in range(3):
+    decider = model(endpoint, timeout=0.5)
+    for _ in range(6):
         with pytest.raises(Undecided) as info:
             ask(decider)
         texts += [str(info.value), repr(info.value), info.value.reason]
     decision = ask(decider)
-    texts += [repr(decision), json.dumps(decision.to_record()), repr(decider)]
+    texts += [repr(decision), json.dumps(decision.to_record()), repr(decider), repr(decider.client)]
     chained = ChainedDecider(EmbeddedDecider(), decider, "fail")
     endpoint.replies.append(Reply(status=403, body=KEY))
     with pytest.raises(DecisionNeeded) as needed:
         ask(chained)
     texts += [str(needed.value), repr(needed.value), *needed.value.reasons, repr(chained)]
-    assert texts and all(KEY not in text for text in texts)
-    assert any("***" in text for text in texts)
+    assert len(texts) > 20 and all(KEY not in text for text in texts)
+    assert sum("***" in text for text in texts) >= 12
+
+
+def test_httpx_is_imported_only_when_a_model_is_asked(tmp_path: Path) -> None:
+    """`check`, `--help` and making a run's decider do not import httpx; the first request does."""
+    code = """
+import sys
+from chainlang.cli import main
+from chainlang.registry.config_model import DecideConfig
+from chainlang.runtime.decide import decider_from_config
+for args in (["--help"], ["check", sys.argv[1]]):
+    try:
+        main(args)
+    except SystemExit:
+        pass
+decider = decider_from_config(DecideConfig(base_url="http://127.0.0.1:9/v1", model="phi3"))
+print("httpx" in sys.modules)
+"""
+    (tmp_path / "a.chain.yaml").write_text("steps:\n  - tools.now: {}\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False"
 
 
 # -- the chain and its fallbacks ------------------------------------------------------------
@@ -491,14 +699,14 @@ NATURAL = request({"days": 2}, condition="find next available slot")
 
 def test_chain_embedded_decides_first(endpoint: FakeEndpoint) -> None:
     chained = ChainedDecider(EmbeddedDecider(), model(endpoint), "fail")
-    decision = asyncio.run(chained.decide(request({"days": "3"})))
+    decision = ask(chained, request({"days": "3"}))
     assert decision.source == "embedded" and decision.params is not None and decision.params["days"] == 3
     assert endpoint.requests == []
 
 
 def test_chain_asks_the_model_when_embedded_cannot(endpoint: FakeEndpoint) -> None:
     endpoint.reply({"action": "continue", "params": {"days": 2, "title": "Budget"}})
-    decision = asyncio.run(ChainedDecider(EmbeddedDecider(), model(endpoint), "fail").decide(NATURAL))
+    decision = ask(ChainedDecider(EmbeddedDecider(), model(endpoint), "fail"), NATURAL)
     assert decision.source == "model" and decision.params == {"days": 2, "title": "Budget"}
 
 
@@ -517,7 +725,7 @@ def test_fallback_fail_says_how_to_configure_a_model() -> None:
 def test_fallback_fail_after_the_model_failed(endpoint: FakeEndpoint) -> None:
     endpoint.replies.append(Reply(status=500, body="boom"))
     with pytest.raises(DecisionNeeded, match=r"neither the embedded decider nor the decide model.*HTTP 500.*\[decide\]"):
-        asyncio.run(ChainedDecider(EmbeddedDecider(), model(endpoint), "fail").decide(NATURAL))
+        ask(ChainedDecider(EmbeddedDecider(), model(endpoint), "fail"), NATURAL)
 
 
 @pytest.mark.parametrize("fallback", ["skip", "break"])
@@ -531,7 +739,7 @@ def test_fallback_does_not_hide_a_configuration_error(monkeypatch: pytest.Monkey
     monkeypatch.delenv("CHAINLANG_TEST_UNSET_KEY", raising=False)
     chained = ChainedDecider(EmbeddedDecider(), ModelDecider("http://127.0.0.1:9/v1", "m", "CHAINLANG_TEST_UNSET_KEY"), "skip")
     with pytest.raises(DeciderConfigError):
-        asyncio.run(chained.decide(NATURAL))
+        ask(chained, NATURAL)
 
 
 # -- building the chain from chainlang.toml ----------------------------------------------------
@@ -635,3 +843,49 @@ def test_a_model_answer_that_is_not_a_decision_fails_the_step(endpoint: FakeEndp
     result = chainlang.run(chain, tools=[RUN_TOOLS], transcript=tmp_path / "run.jsonl")
     assert result.status == "failed"
     assert result.error is not None and result.error["type"] == "decide"
+
+
+def test_a_run_asks_over_one_connection_and_closes_it(endpoint: FakeEndpoint, tmp_path: Path) -> None:
+    import chainlang
+
+    (tmp_path / "chainlang.toml").write_text(
+        f'[decide]\nbase_url = "{endpoint.url}"\nmodel = "phi3"\napi_key_env = "{KEY_ENV}"\n')
+    chain = tmp_path / "t.chain.yaml"
+    chain.write_text("""
+steps:
+  - test.echo: {value: 1}
+    decide: "only on a sunny day"
+  - test.echo: {value: 2}
+    decide: "only on a rainy day"
+  - test.echo: {value: 3}
+    decide: "only when it snows"
+outputs: {last: "{test.echo.result}"}
+""")
+    endpoint.reply({"action": "continue", "params": {"value": 1}})
+    endpoint.reply({"action": "skip"})
+    endpoint.reply({"action": "continue", "params": {"value": 3}})
+    result = chainlang.run(chain, tools=[RUN_TOOLS], transcript=tmp_path / "run.jsonl")
+    assert result.status == "ok", result.error
+    assert result.outputs == {"last": 3}
+    ports = endpoint.ports()
+    assert len(ports) == 3 and len(set(ports)) == 1  # kept alive between the steps
+    _wait_for(lambda: ports[0] in endpoint.closed)  # and closed when the run ended
+
+
+def test_a_model_that_never_answers_fails_the_step_within_the_timeout(endpoint: FakeEndpoint, tmp_path: Path) -> None:
+    import chainlang
+
+    (tmp_path / "chainlang.toml").write_text(
+        f'[decide]\nbase_url = "{endpoint.url}"\nmodel = "phi3"\napi_key_env = "{KEY_ENV}"\ntimeout = "500ms"\n')
+    chain = tmp_path / "t.chain.yaml"
+    chain.write_text("steps:\n  - test.echo: {value: 1}\n    decide: \"when the sky is blue\"\n")
+    endpoint.replies.append(Reply(hang=True))
+    transcript = tmp_path / "run.jsonl"
+    started = time.monotonic()
+    result = chainlang.run(chain, tools=[RUN_TOOLS], transcript=transcript)
+    assert time.monotonic() - started < 5.0  # the server would wait 30 s
+    assert result.status == "failed" and result.error is not None
+    message = result.error["message"]
+    assert result.error["type"] == "decide", result.error
+    assert "the decide model at http://127.0.0.1:" in message and "did not answer within 0.5s" in message
+    assert KEY not in transcript.read_text() and KEY not in json.dumps(result.error)

@@ -414,11 +414,12 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
                    notify: Callable[[str], None] | None, decider: Any,
                    on_transcript: Callable[[Path], None] | None, key: bytes, lock: "RunLock") -> RunResult:
     from chainlang.runtime.context import FixedClock, SystemClock
-    from chainlang.runtime.decide import decider_from_config
+    from chainlang.runtime.decide import close_decider, decider_from_config
     from chainlang.registry.errors import ConfigError
     from chainlang.runtime.engine import ChainRun, LimitExceeded, ResumeBlocked, RunState
     from chainlang.runtime.transcript import TranscriptWriter
 
+    made_here = decider is None  # then the run closes it (a model's pooled connections); a given one is the caller's
     if decider is None:
         try:
             decider = decider_from_config(prepared.config)
@@ -488,6 +489,8 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         writer.close()
         if view is not None:
             view.close()
+        if made_here:
+            await close_decider(decider)
     return RunResult(run_id, status, outputs, error, where, round((time.perf_counter() - start) * 1000, 3))
 
 

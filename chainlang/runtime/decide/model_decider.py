@@ -1,0 +1,178 @@
+"""The model decider: asks an OpenAI-compatible chat endpoint (LANGUAGE.md §5)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from chainlang.llm.client import MAX_TIMEOUT, ModelClient, ModelConfigError, ModelError, Timeouts
+from chainlang.runtime.decide.decision import (
+    DECISION_SCHEMA,
+    DEFAULT_TIMEOUT,
+    Action,
+    DecideRequest,
+    DeciderConfigError,
+    Decision,
+    Undecided,
+    decision_problems,
+    one_line,
+    shorten,
+)
+
+__all__ = ["SYSTEM_PROMPT", "ModelDecider"]
+
+SYSTEM_PROMPT = """\
+You are the decide model of chainlang, a language whose chains run events one step at a time.
+A step needs a decision before its event runs: its params failed validation against the
+event's JSON Schema, or the step has a `decide` condition, or both.
+
+Answer with exactly one JSON object, one of:
+  {"action": "continue", "params": {...}}  run the event with these params: complete, valid
+                                           against the schema; keep the given values unless
+                                           they are wrong
+  {"action": "skip"}                       do not run this step; the chain goes on
+  {"action": "break"}                      stop the chain here, cleanly
+
+With a condition: answer continue when it holds (with the params, completed if needed) and
+skip when it does not. When the params cannot be completed from what you are given, answer
+break rather than inventing values. Answer with the JSON object only."""
+
+_MAX_CONTEXT_CHARS = 24_000
+_LABEL = "the decide model"
+_KEY_HINT = "set it, or remove api_key_env from [decide] in chainlang.toml if the endpoint needs no key"
+
+
+class ModelDecider:
+    """Asks an OpenAI-compatible chat endpoint: POST `{base_url}/chat/completions` with the
+    decision's JSON Schema as the required `response_format`. The answer is validated
+    against `DECISION_SCHEMA`; an HTTP error, a timeout, an answer that is too large, not
+    JSON or not a decision raise `Undecided` with a one-line reason.
+
+    The exchange goes through a `chainlang.llm.ModelClient` (pooled connections, `timeout`
+    as a deadline over the whole request, bounded answers, bounded retries): its own, made
+    here and closed by `aclose()`, or one shared with other model-backed events
+    (`ModelDecider.over(client, model)`), which `aclose()` leaves open.
+
+    The API key is read from the environment variable named `api_key_env` at each request
+    and sent as `Authorization: Bearer ...`; it never appears in a reason, an error or a
+    decision. Without `api_key_env` no key is sent (local servers). Redirects are refused,
+    so the key is never sent anywhere but `base_url`.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key_env: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_TIMEOUT):
+            raise DeciderConfigError(f"{_LABEL}'s timeout must be more than 0 seconds, not {timeout!r}")
+        try:
+            client = ModelClient(base_url, api_key_env, timeouts=Timeouts(total=float(timeout)), label=_LABEL)
+        except ModelConfigError as exc:
+            raise DeciderConfigError(str(exc)) from None
+        self._setup(client, model, owns_client=True)
+
+    @classmethod
+    def over(cls, client: ModelClient, model: str) -> ModelDecider:
+        """A decider that asks through `client`, shared with other model-backed events;
+        its `aclose()` does not close the client (the client's owner does)."""
+        decider = cls.__new__(cls)
+        decider._setup(client, model, owns_client=False)
+        return decider
+
+    def _setup(self, client: ModelClient, model: str, owns_client: bool) -> None:
+        if not model:
+            raise DeciderConfigError(f"{_LABEL} needs a model name ([decide] model = ...)")
+        self.client = client
+        self.model = model
+        self._owns_client = owns_client
+
+    @property
+    def base_url(self) -> str:
+        return self.client.base_url
+
+    @property
+    def api_key_env(self) -> str | None:
+        return self.client.api_key_env
+
+    @property
+    def timeout(self) -> float:
+        """Seconds: the deadline of one decision's whole exchange with the endpoint."""
+        return self.client.timeouts.total
+
+    @property
+    def url(self) -> str:
+        return self.client.url("chat/completions")
+
+    def __repr__(self) -> str:
+        return f"ModelDecider(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout={self.timeout!r})"
+
+    def request_body(self, request: DecideRequest) -> dict[str, Any]:
+        """The JSON posted to the endpoint (no key in it)."""
+        return {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": _user_message(request)},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "decision", "schema": DECISION_SCHEMA, "strict": True},
+            },
+            "temperature": 0,
+        }
+
+    async def decide(self, request: DecideRequest) -> Decision:
+        try:
+            content = await self.client.chat(self.request_body(request))
+        except ModelConfigError as exc:  # the key variable is not set: not a question the model could not answer
+            raise DeciderConfigError(f"{exc} ({_KEY_HINT})") from None
+        except ModelError as exc:
+            raise Undecided(exc.message) from None
+        try:
+            return self._decision(content)
+        except Undecided as exc:  # a server that echoes the key back
+            raise Undecided(self.client.redact(exc.reason)) from None
+
+    async def aclose(self) -> None:
+        """Close the connections of the decider's own client (a shared one stays open)."""
+        if self._owns_client:
+            await self.client.aclose()
+
+    def _decision(self, content: str) -> Decision:
+        text = _unfence(content)
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            raise Undecided(f"the decide model's answer is not JSON: {shorten(one_line(content), 120)}") from None
+        problems = decision_problems(answer)
+        if problems:
+            raise Undecided(f"the decide model's answer is not a decision (continue with params, skip or break): "
+                            f"{shorten(one_line(json.dumps(answer, ensure_ascii=False)), 120)}")
+        action: Action = answer["action"]
+        return Decision(action, answer.get("params") if action == "continue" else None,
+                        f"the decide model {self.model} answered {action}", "model")
+
+
+def _unfence(content: str) -> str:
+    """The answer without one surrounding ``` fence (servers that ignore response_format)."""
+    text = content.strip()
+    match = re.fullmatch(r"```[A-Za-z]*\s*\n?(.*?)\n?```", text, re.DOTALL)
+    return match.group(1).strip() if match else text
+
+
+def _user_message(request: DecideRequest) -> str:
+    def dump(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+    context = dump(request.context)
+    if len(context) > _MAX_CONTEXT_CHARS:
+        context = context[:_MAX_CONTEXT_CHARS] + " …(truncated)"
+    errors = "\n".join(f"- {error}" for error in request.errors) if request.errors else "(none: the params are valid)"
+    lines = [
+        f"Event: {request.event}",
+        f"Description: {request.description or '(none)'}",
+        f"Params schema: {dump(request.params_schema)}",
+        f"Params: {dump(request.params)}",
+        f"Validation errors:\n{errors}",
+        f"Condition: {request.condition if request.condition is not None else '(none)'}",
+        f"Context: {context}",
+    ]
+    return "\n".join(lines)
