@@ -1,0 +1,242 @@
+"""The records of a run's journal (LANGUAGE.md §9), one type each, and their one codec.
+
+Every record is a small slotted dataclass. The journal adds the envelope (`run_id`,
+`seq`, `ts`) when it writes one; `Envelope` is what it knows of a record it read.
+`fields(record)` gives the JSON members of a record in a fixed order, leaving out the
+optional members that are not set; `decode(data)` turns a JSON object read back into
+its record, or raises `RecordError` saying which member is wrong. The writer, the
+progress views, the reader and resume all use these types: there is no other notion of
+what a record holds.
+
+Values inside records (params, results, inputs, outputs, errors) are plain JSON, checked
+by the interpreter before it records them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Union
+
+__all__ = [
+    "RECORD_TYPES",
+    "Clock",
+    "Decide",
+    "Envelope",
+    "HookFired",
+    "Record",
+    "RecordError",
+    "RunFinished",
+    "RunStarted",
+    "StepFinished",
+    "StepProgress",
+    "StepStarted",
+    "decode",
+    "fields",
+]
+
+
+class RecordError(ValueError):
+    """A JSON object that is not a valid record; the message names the member."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What the journal adds to every record it writes."""
+
+    run_id: str
+    seq: int
+    ts: str
+
+
+@dataclass(slots=True)
+class RunStarted:
+    """The first record, and again at the start of each resumption."""
+
+    TYPE: ClassVar[str] = "run_started"
+    chain: str | None
+    file: str
+    file_sha256: str
+    inputs: dict[str, Any]
+    now: str | None
+    started_at: str
+    tools: list[str]
+    resumed: bool
+
+
+@dataclass(slots=True)
+class StepStarted:
+    """One attempt of an event step begins. `max_attempts` is set when the event is called
+    (not for a step that ends before its call: skipped, invalid params...)."""
+
+    TYPE: ClassVar[str] = "step_started"
+    step: str
+    event: str
+    attempt: int
+    params: Any
+    max_attempts: int | None = None
+
+
+@dataclass(slots=True)
+class StepProgress:
+    TYPE: ClassVar[str] = "step_progress"
+    step: str
+    event: str
+    message: str
+    fraction: float | None = None
+
+
+@dataclass(slots=True)
+class Decide:
+    """A decision of the decide model: what it was asked and its answer (reused on resume)."""
+
+    TYPE: ClassVar[str] = "decide"
+    step: str
+    event: str
+    asked: dict[str, Any]
+    action: str
+    reason: str
+    source: str
+    params: dict[str, Any] | None = None
+
+    def answer(self) -> dict[str, Any]:
+        """The decision as `Decision.from_record` reads it."""
+        out: dict[str, Any] = {"action": self.action, "reason": self.reason, "source": self.source}
+        if self.params is not None:
+            out["params"] = self.params
+        return out
+
+
+@dataclass(slots=True)
+class HookFired:
+    TYPE: ClassVar[str] = "hook_fired"
+    hook: str
+    when: str
+    event: str
+    step: str | None = None
+
+
+@dataclass(slots=True)
+class StepFinished:
+    """The attempt ended: `ok`, `failed`, `skipped` or `cancelled`. `reason` says why a step
+    was skipped or cancelled; `broke` marks the step the decide model stopped the chain at."""
+
+    TYPE: ClassVar[str] = "step_finished"
+    step: str
+    event: str
+    status: str
+    result: Any
+    error: dict[str, Any] | None
+    duration_ms: float
+    attempt: int
+    reason: str | None = None
+    broke: bool | None = None
+
+
+@dataclass(slots=True)
+class RunFinished:
+    TYPE: ClassVar[str] = "run_finished"
+    status: str
+    outputs: dict[str, Any]
+    error: dict[str, Any] | None
+    duration_ms: float
+
+
+@dataclass(slots=True)
+class Clock:
+    """A reading of the run's clock by a step (given back to it on resume)."""
+
+    TYPE: ClassVar[str] = "clock"
+    value: str
+    step: str | None = None
+
+
+Record = Union[RunStarted, StepStarted, StepProgress, Decide, HookFired, StepFinished, RunFinished, Clock]
+
+_CLASSES: dict[str, Any] = {cls.TYPE: cls for cls in
+                            (RunStarted, StepStarted, StepProgress, Decide, HookFired, StepFinished, RunFinished, Clock)}
+RECORD_TYPES: frozenset[str] = frozenset(_CLASSES)
+
+# per type: (member, accepted Python types, required); None in the types: null is allowed
+_STR, _INT, _NUM, _BOOL, _OBJ, _LIST, _ANY = (str,), (int,), (int, float), (bool,), (dict,), (list,), None
+_SCHEMA: dict[str, tuple[tuple[str, Any, bool, bool], ...]] = {}  # type → (name, types, required, nullable)
+
+
+def _members(cls: Any, *spec: tuple[str, Any, bool, bool]) -> None:
+    _SCHEMA[cls.TYPE] = spec
+
+
+_members(RunStarted, ("chain", _STR, True, True), ("file", _STR, True, False), ("file_sha256", _STR, True, False),
+         ("inputs", _OBJ, True, False), ("now", _STR, True, True), ("started_at", _STR, True, False),
+         ("tools", _LIST, True, False), ("resumed", _BOOL, True, False))
+_members(StepStarted, ("step", _STR, True, False), ("event", _STR, True, False), ("attempt", _INT, True, False),
+         ("params", _ANY, True, True), ("max_attempts", _INT, False, False))
+_members(StepProgress, ("step", _STR, True, False), ("event", _STR, True, False), ("message", _STR, True, False),
+         ("fraction", _NUM, False, True))
+_members(Decide, ("step", _STR, True, False), ("event", _STR, True, False), ("asked", _OBJ, True, False),
+         ("action", _STR, True, False), ("reason", _STR, True, False), ("source", _STR, True, False),
+         ("params", _OBJ, False, False))
+_members(HookFired, ("hook", _STR, True, False), ("when", _STR, True, False), ("event", _STR, True, False),
+         ("step", _STR, False, False))
+_members(StepFinished, ("step", _STR, True, False), ("event", _STR, True, False), ("status", _STR, True, False),
+         ("result", _ANY, True, True), ("error", _OBJ, True, True), ("duration_ms", _NUM, True, False),
+         ("attempt", _INT, True, False), ("reason", _STR, False, False), ("broke", _BOOL, False, False))
+_members(RunFinished, ("status", _STR, True, False), ("outputs", _OBJ, True, False), ("error", _OBJ, True, True),
+         ("duration_ms", _NUM, True, False))
+_members(Clock, ("value", _STR, True, False), ("step", _STR, False, False))
+
+_NON_EMPTY = frozenset({"step", "event", "file", "value"})
+_STATUSES = frozenset({"ok", "failed", "skipped", "cancelled"})
+_RUN_STATUSES = frozenset({"ok", "broken", "failed", "limit", "interrupted"})
+
+
+def fields(record: Record) -> dict[str, Any]:
+    """The JSON members of `record`, in declaration order; unset optional members left out."""
+    out: dict[str, Any] = {}
+    for name, _types, required, _nullable in _SCHEMA[record.TYPE]:
+        value = getattr(record, name)
+        if required or value is not None:
+            out[name] = value
+    return out
+
+
+def decode(data: dict[str, Any]) -> Record:
+    """The record a JSON object (the envelope and unknown members ignored) stands for."""
+    kind = data.get("type")
+    cls = _CLASSES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise RecordError(f"unknown record type {kind!r}")
+    values: dict[str, Any] = {}
+    for name, types, required, nullable in _SCHEMA[kind]:
+        if name not in data:
+            if required:
+                raise RecordError(f"{kind} record needs {name!r}")
+            continue
+        value = data[name]
+        if value is None:
+            if not (nullable or not required):
+                raise RecordError(f"{kind} record: {name!r} must not be null")
+        elif types is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            raise RecordError(f"{kind} record: {name!r} must be {_kind(types)}, not {_json_kind(value)}")
+        elif name in _NON_EMPTY and value == "":
+            raise RecordError(f"{kind} record: {name!r} must be a non-empty string")
+        values[name] = value
+    record: Record = cls(**values)
+    if isinstance(record, StepFinished) and record.status not in _STATUSES:
+        raise RecordError(f"step_finished record: unknown status {record.status!r}")
+    if isinstance(record, RunFinished) and record.status not in _RUN_STATUSES:
+        raise RecordError(f"run_finished record: unknown status {record.status!r}")
+    if isinstance(record, (StepStarted, StepFinished)) and record.attempt < 1:
+        raise RecordError(f"{kind} record: 'attempt' must be 1 or more")
+    return record
+
+
+def _kind(types: tuple[type, ...]) -> str:
+    return {_STR: "a string", _INT: "an integer", _NUM: "a number", _BOOL: "a boolean", _OBJ: "an object",
+            _LIST: "an array"}.get(types, "a JSON value")
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", int: "a number", float: "a number", dict: "an object", list: "an array"}.get(
+        type(value), type(value).__name__)
