@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -83,8 +84,10 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     from chainlang.api import file_kind
 
     chain_path = Path(path)
+    if chain_path.is_dir():
+        raise UsageError(_not_a_chain_file(os.fspath(path)))
     if not chain_path.is_file():
-        raise UsageError(f"{path}: no such chain file")
+        raise UsageError(f"{path}: not a regular file" if chain_path.exists() else f"{path}: no such chain file")
     if file_kind(str(path)) == "hooks":
         raise UsageError(f"{path} is a hooks file: it has no steps to run (hooks fire around the steps of a chain)")
     start_dir = chain_path.parent
@@ -106,6 +109,28 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, {main.path: main.source},
                     len(main.chain.hooks),
                     hashlib.sha256(data).hexdigest())
+
+
+def _not_a_chain_file(directory: str) -> str:
+    """The message for `chainlang run DIR`, naming a chain file in it when there is one."""
+    from chainlang.api import file_kind, is_chain_file
+
+    names: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in islice(entries, 10_000):
+                if is_chain_file(entry.name) and file_kind(entry.name) == "chain" and entry.is_file():
+                    names.append(entry.name)
+    except OSError:
+        pass
+    shown = directory.rstrip("/" + os.sep) or directory
+    if names:
+        names.sort()
+        more = f" ({len(names)} chain files there)" if len(names) > 1 else ""
+        hint = f", e.g. {names[0] if shown == '.' else os.path.join(shown, names[0])}{more}"
+    else:
+        hint = " (*.chain.yaml or *.chain.yml); there is none directly in it"
+    return f"{directory}: is a directory, not a chain file; give the path of one chain file{hint}"
 
 
 def _check(files: list["LoadedFile"], registry: "Registry", context: list["LoadedFile"]) -> tuple[list["Diagnostic"], "Registry", dict[str, "LoadedFile"]]:
@@ -242,6 +267,9 @@ async def run_async(
     values = check_inputs(prepared.graph, dict(inputs or {}))
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else prepared.root / RUNS_DIR / f"{run_id}.jsonl"
+    if transcript is not None and where.is_dir():
+        raise UsageError(f"--transcript {transcript}: is a directory; give the path of a new file, "
+                         f"e.g. {os.path.join(str(transcript), run_id + '.jsonl')}")
     if transcript is not None and where.exists() and where.stat().st_size > 0:
         raise UsageError(f"{where}: the transcript exists already; give a new path (resume a run with chainlang resume)")
     started_at = (pinned or datetime.now().astimezone()).isoformat()
@@ -272,6 +300,8 @@ async def resume_async(
     from chainlang.runtime.transcript import TranscriptError, read_transcript
 
     where = Path(transcript)
+    if where.is_dir():
+        raise UsageError(_not_a_transcript(os.fspath(transcript)))
     try:
         recorded = read_transcript(where)
     except OSError as exc:
@@ -405,6 +435,22 @@ def _finish(emit: Callable[..., Any], status: str, outputs: dict[str, Any], erro
             start: float) -> None:
     emit("run_finished", status=status, outputs=outputs, error=error,
          duration_ms=round((time.perf_counter() - start) * 1000, 3))
+
+
+def _not_a_transcript(where: str) -> str:
+    """The message for `chainlang resume DIR`, naming the newest transcript in it when there is one."""
+    newest: tuple[float, str] | None = None
+    try:
+        with os.scandir(where) as entries:
+            for entry in islice(entries, 10_000):
+                if entry.name.endswith(".jsonl") and entry.is_file():
+                    stamp = entry.stat().st_mtime
+                    if newest is None or stamp > newest[0]:
+                        newest = (stamp, os.path.join(where.rstrip("/" + os.sep) or where, entry.name))
+    except OSError:
+        pass
+    hint = f", e.g. the newest one there: chainlang resume {newest[1]}" if newest else " (.chainlang/runs/RUN_ID.jsonl)"
+    return f"{where}: is a directory, not a transcript; give one transcript file{hint}"
 
 
 def _api_key(config: "ProjectConfig | None") -> str | None:
