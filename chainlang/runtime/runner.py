@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from chainlang.api import UsageError
+from chainlang.runtime.secrets import Redactor
 
 if TYPE_CHECKING:
     from chainlang.api import LoadedFile
@@ -38,7 +39,10 @@ STATE_DIR = Path(".chainlang") / "state"
 @dataclass
 class RunResult:
     """How a run ended. `status`: ok, broken (stopped cleanly by a break), failed, limit,
-    interrupted (resumable), or invalid (it did not start: see `diagnostics`)."""
+    interrupted (resumable), or invalid (it did not start: see `diagnostics`).
+
+    `outputs` and `error` have the run's secrets masked, as in the transcript; `secrets` is
+    the run's redaction service, for whatever else shows the run (the CLI's diagnostics)."""
 
     run_id: str | None
     status: str
@@ -48,6 +52,7 @@ class RunResult:
     duration_ms: float = 0.0
     diagnostics: list["Diagnostic"] = field(default_factory=list)
     sources: dict[str, Any] = field(default_factory=dict, repr=False)  # file → SourceFile, for showing diagnostics
+    secrets: Redactor = field(default_factory=Redactor, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -261,10 +266,15 @@ async def run_async(
     """Run the chain at `path` and return how it ended (never raises for a failing run;
     raises UsageError for bad paths, tools, inputs or options)."""
     prepared = prepare(path, tools, registry)
+    redactor = run_secrets(prepared.config)
     if prepared.graph is None:
-        return RunResult(None, "invalid", diagnostics=prepared.diagnostics, sources=prepared.sources)
+        return RunResult(None, "invalid", diagnostics=prepared.diagnostics, sources=prepared.sources, secrets=redactor)
     pinned = parse_now(now) if isinstance(now, str) else now
-    values = check_inputs(prepared.graph, dict(inputs or {}))
+    try:
+        values = check_inputs(prepared.graph, dict(inputs or {}))
+    except UsageError as exc:  # it quotes the inputs
+        redactor.scrub(exc)
+        raise
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else prepared.root / RUNS_DIR / f"{run_id}.jsonl"
     if transcript is not None and where.is_dir():
@@ -279,7 +289,7 @@ async def run_async(
         "tools": list(tools), "resumed": False,
     }
     return await _execute(prepared, run_id, where, header, values, pinned, None, progress, notify, decider,
-                          on_transcript)
+                          on_transcript, redactor)
 
 
 async def resume_async(
@@ -318,9 +328,10 @@ async def resume_async(
         raise UsageError(f"{where}: the run_started record names no chain file")
     given_tools = list(tools) if tools is not None else [str(t) for t in header.get("tools") or []]
     prepared = prepare(file, given_tools, registry)
+    redactor = run_secrets(prepared.config)
     if prepared.graph is None:
         return RunResult(recorded.run_id, "invalid", diagnostics=prepared.diagnostics, transcript=where,
-                         sources=prepared.sources)
+                         sources=prepared.sources, secrets=redactor)
     if header.get("file_sha256") and header["file_sha256"] != prepared.digest:
         raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
                          "the chain (start a new run instead)")
@@ -342,13 +353,13 @@ async def resume_async(
     values = dict(header.get("inputs") or {})
     resumed = {**header, "resumed": True, "tools": given_tools}
     return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify, decider,
-                          on_transcript)
+                          on_transcript, redactor)
 
 
 async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[str, Any], inputs: dict[str, Any],
                    pinned: datetime | None, replay: Any, progress: "ProgressView | None",
                    notify: Callable[[str], None] | None, decider: Any,
-                   on_transcript: Callable[[Path], None] | None) -> RunResult:
+                   on_transcript: Callable[[Path], None] | None, redactor: Redactor) -> RunResult:
     from chainlang.runtime.context import FixedClock, SystemClock
     from chainlang.runtime.decide import decider_from_config
     from chainlang.registry.errors import ConfigError
@@ -360,18 +371,26 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
             decider = decider_from_config(prepared.config)
         except ConfigError as exc:  # a half-configured [decide]
             raise UsageError(str(exc)) from None
-    api_key = _api_key(prepared.config)
     try:
-        writer = TranscriptWriter(where, run_id, [api_key] if api_key else [])
+        # one redaction service for the run: the writer masks every record (so every line shown of one), the
+        # view what it shows, `tell` the notifications, and the result what the CLI prints
+        writer = TranscriptWriter(where, run_id, redactor)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
     if on_transcript is not None:
         on_transcript(where)
     view = progress
+    use_secrets = getattr(view, "use_secrets", None)  # the views of chainlang.runtime.progress have it
+    if use_secrets is not None:
+        use_secrets(redactor)
     # notifications go through the progress view, so they appear in order with the steps
-    notify = notify or (view.note if view is not None else _stderr)
+    shown = notify or (view.note if view is not None else _stderr)
+
+    def tell(text: str) -> None:
+        shown(redactor.mask(text))
+
     if prepared.hooks:
-        notify(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
+        tell(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
                "but does not run them yet")
 
     write = writer.write_checked  # every value is JSON by construction (inputs and results are checked)
@@ -394,7 +413,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=prepared.root / STATE_DIR,
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,
-        notify=notify,
+        notify=tell,
         load_chain=prepared.loader,
     )
     start = time.perf_counter()
@@ -418,23 +437,37 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         except BaseException as exc:  # a bug, or KeyboardInterrupt outside the loop: still end the transcript
             status, error = "failed", {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}
             _finish(emit, status, outputs, error, start)
+            redactor.scrub(exc)  # whoever prints it prints no secret
             raise
         _finish(emit, status, outputs, error, start)
     finally:
         writer.close()
         if view is not None:
             view.close()
-    return RunResult(run_id, status, outputs, error, where, round((time.perf_counter() - start) * 1000, 3))
+    if redactor:  # as the transcript has them
+        outputs, error = redactor.redact(outputs), redactor.redact(error)
+    return RunResult(run_id, status, outputs, error, where, round((time.perf_counter() - start) * 1000, 3),
+                     secrets=redactor)
 
 
 def _stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    from chainlang.diagnostics import visible
+    from chainlang.runtime.secrets import escape_surrogates
+
+    print(escape_surrogates(visible(" ".join(text.splitlines()))), file=sys.stderr, flush=True)
 
 
 def _finish(emit: Callable[..., Any], status: str, outputs: dict[str, Any], error: dict[str, Any] | None,
             start: float) -> None:
     emit("run_finished", status=status, outputs=outputs, error=error,
          duration_ms=round((time.perf_counter() - start) * 1000, 3))
+
+
+def run_secrets(config: "ProjectConfig | None") -> Redactor:
+    """The run's redaction service: the secrets it knows of when it starts (the decide
+    model's API key, read from the variable that `api_key_env` names)."""
+    key = _api_key(config)
+    return Redactor([key] if key else [])
 
 
 def _not_a_transcript(where: str) -> str:
