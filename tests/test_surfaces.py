@@ -17,7 +17,9 @@ tests/run/surface_tools.py (and tests/run/run_tools.py where a step must be unde
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -27,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from chainlang.runtime.progress import MAX_TEXT, PlainProgress, QuietProgress
+from chainlang.runtime.secrets import Redactor, escape_surrogates
 from tests.test_decide import KEY, KEY_ENV, FakeEndpoint, Reply, endpoint  # noqa: F401 - endpoint is a fixture
 from tests.test_run_cli import (
     TIMEOUT,
@@ -75,7 +79,7 @@ def project(directory: Path, chain: str, base_url: str = "http://127.0.0.1:9/v1"
 
 def run_all_modes(chain: Path, *args: str) -> list[tuple[tuple[str, ...], "Proc[str]", Path]]:
     """The chain run once in each of MODES (concurrently): (mode, process, transcript)."""
-    calls = []
+    calls: list[tuple[Path, list[str | os.PathLike[str]]]] = []
     for i, mode in enumerate(MODES):
         calls.append((chain.parent, ["run", chain.name, "--tools", SURFACE_TOOLS, "--transcript", f"t{i}.jsonl",
                                      *mode, *args]))
@@ -183,7 +187,45 @@ def test_a_model_that_echoes_the_key_back(endpoint: FakeEndpoint, tmp_path: Path
     assert all(r["headers"].get("Authorization") == f"Bearer {KEY}" for r in endpoint.requests)
 
 
+def test_the_redaction_service() -> None:
+    """The one Redactor of a run: free without secrets, masks messages of exceptions."""
+    empty = Redactor()
+    value = {"a": (1, "x")}
+    assert not empty and empty.mask("text") == "text" and empty.redact(value) is value
+    redactor = Redactor([KEY])
+    assert KEY not in repr(redactor)
+    exc = RuntimeError(f"failed with {KEY}", 3)
+    redactor.scrub(exc)
+    assert exc.args == ("failed with ***", 3)
+    assert redactor.redact({KEY: [f"x{KEY}", 1]}) == {"***": ["x***", 1]}
+    redactor.add("later-learned-token")  # a secret the run learns: masked from then on
+    assert redactor.mask("later-learned-token and " + KEY) == "*** and ***"
+
+
+def test_a_progress_view_masks_a_secret_before_it_cuts_a_line() -> None:
+    """Records reach a view masked already; a view masks again what it shows (notes, and a
+    key cut in half at the end of a long line must not leave its first half)."""
+    for make in (PlainProgress, QuietProgress):
+        stream = io.StringIO()
+        view = make(stream)
+        view.use_secrets(Redactor([KEY]))
+        view.record({"type": "step_progress", "step": "1", "event": "e", "message": "x" * (MAX_TEXT - 10) + KEY,
+                     "fraction": None})
+        view.note(f"note {KEY}")
+        view.close()
+        out = stream.getvalue()
+        assert KEY[:8] not in out and "note ***" in out, out
+
+
 # -- strings that are not valid Unicode ----------------------------------------------------
+
+
+def test_escape_surrogates() -> None:
+    assert escape_surrogates("plain é ✓ 😀") == "plain é ✓ 😀"
+    text = json.dumps({"a\udc80": "b\ud800"}, ensure_ascii=False)
+    escaped = escape_surrogates(text)
+    escaped.encode("utf-8")
+    assert json.loads(escaped) == {"a\udc80": "b\ud800"}
 
 SURROGATE_OUTPUT = {"text": "a\ud800b", "\udc80key": ["\udfff"], "fine": "é ✓ 😀"}
 
