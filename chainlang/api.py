@@ -80,6 +80,13 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     return list(unique.values())
 
 
+def _nothing_found(paths: Sequence[str | os.PathLike[str]]) -> str:
+    shown = [os.fspath(p) for p in paths[:3]] + (["..."] if len(paths) > 3 else [])
+    where = f"{', '.join(shown)}: " if shown else ""
+    return (f"{where}no chain or hooks files found (looked for *.chain.yaml, *.chain.yml, *.hooks.yaml, "
+            "*.hooks.yml; hidden directories are skipped)")
+
+
 def _display(path: str) -> str:
     return path.replace(os.sep, "/") if os.sep != "/" else path
 
@@ -234,11 +241,14 @@ def check_files(
     registry: "Registry | None" = None,
     start_dir: Path | None = None,
 ) -> CheckResult:
-    """Check chain and hooks files (directories are searched). Raises UsageError for bad paths or tools.
+    """Check chain and hooks files (directories are searched). Raises UsageError for bad paths or tools,
+    and when the paths hold no chain or hooks file at all (a mistyped path must not pass).
 
     chainlang.toml is looked for from the first path upwards, so checking one file of a
     project sees the project's tools and named chains."""
     names = discover(paths)
+    if not names:
+        raise UsageError(_nothing_found(paths))
     if start_dir is None and paths:
         first = Path(paths[0])
         start_dir = first if first.is_dir() else first.parent

@@ -30,7 +30,9 @@ def _tools_option(fn: F) -> F:
 
 
 def _usage_exit(message: str) -> NoReturn:
-    click.echo(f"chainlang: error: {message}", err=True)
+    from chainlang.runtime.secrets import escape_surrogates
+
+    click.echo(f"chainlang: error: {escape_surrogates(message)}", err=True)
     sys.exit(2)
 
 

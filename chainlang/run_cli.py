@@ -93,20 +93,39 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
             _err(f"interrupted; continue with: chainlang resume {_shown(where[0])}")
         return 130
     if result.status == "invalid":
-        _err(_diagnostics_text(result, color))
+        _err(result.secrets.mask(_diagnostics_text(result, color)))
         _err("the chain has errors: it was not started")
         return 1
+    # the outputs are masked by the run already (result.secrets); what is left is text that
+    # stdout must be able to encode whatever a tool returned
     if as_json:
-        sys.stdout.write(json.dumps(result.outputs, ensure_ascii=False) + "\n")
+        _out(lambda as_ascii: json.dumps(result.outputs, ensure_ascii=as_ascii) + "\n")
     elif result.outputs:
-        for name, value in result.outputs.items():
-            sys.stdout.write(f"{name}: {json.dumps(value, ensure_ascii=False)}\n")
+        _out(lambda as_ascii: "".join(f"{_ascii(name) if as_ascii else name}: "
+                                      f"{json.dumps(value, ensure_ascii=as_ascii)}\n"
+                                      for name, value in result.outputs.items()))
     sys.stdout.flush()
     if result.status == "interrupted" and result.error and result.error.get("type") == "unsafe_resume":
         _err(f"stopped: {result.error['message']}")
     elif quiet and not result.ok and result.error:
         _err(f"run {result.status}: {_why(result.error)}")
     return int(result.exit_code)
+
+
+def _out(text: Callable[[bool], str]) -> None:
+    """Write `text(False)` to stdout, JSON text with lone surrogates escaped (see
+    chainlang.runtime.secrets.escape_surrogates); on a stdout that cannot encode it (a
+    narrow PYTHONIOENCODING), `text(True)`: JSON with every non-ASCII character escaped."""
+    from chainlang.runtime.secrets import escape_surrogates
+
+    try:
+        sys.stdout.write(escape_surrogates(text(False)))
+    except UnicodeEncodeError:  # raised before anything is written
+        sys.stdout.write(text(True))
+
+
+def _ascii(text: str) -> str:
+    return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _why(error: dict[str, Any]) -> str:
@@ -140,5 +159,7 @@ def _shown(path: Path) -> str:
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    from chainlang.runtime.secrets import escape_surrogates
+
+    sys.stderr.write(escape_surrogates(text) + "\n")
     sys.stderr.flush()

@@ -505,10 +505,12 @@ def test_explicit_files_are_checked_whatever_their_name(tree: Path) -> None:
 
 
 def test_a_directory_with_no_chain_files(tmp_path: Path) -> None:
+    """A usage error: a mistyped path must not pass in CI (tests/test_surfaces.py has more)."""
     (tmp_path / "empty").mkdir()
     proc = cli("check", "empty", cwd=tmp_path)
-    assert proc.returncode == 0
-    assert proc.stdout == "no problems found in 0 files\n"
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("chainlang: error: empty: no chain or hooks files found")
 
 
 def test_same_file_given_twice_is_checked_once(tmp_path: Path) -> None:

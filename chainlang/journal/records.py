@@ -202,9 +202,9 @@ def fields(record: Record) -> dict[str, Any]:
 def decode(data: dict[str, Any]) -> Record:
     """The record a JSON object (the envelope and unknown members ignored) stands for."""
     kind = data.get("type")
-    cls = _CLASSES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
+    if not isinstance(kind, str) or kind not in _CLASSES:
         raise RecordError(f"unknown record type {kind!r}")
+    cls = _CLASSES[kind]
     values: dict[str, Any] = {}
     for name, types, required, nullable in _SCHEMA[kind]:
         if name not in data:

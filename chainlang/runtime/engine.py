@@ -554,8 +554,10 @@ class ChainRun:
             except ChainFailed as exc:  # a sub-chain failed: not retried (its own steps retry)
                 self.finish(node, scope, ipath, params, start, attempt, None, exc.error)
                 raise StepFailed(ipath, name, exc.error) from None
-            except (KeyboardInterrupt, SystemExit):
-                raise
+            except (KeyboardInterrupt, SystemExit) as exc:
+                if _stops_the_process(exc):  # Ctrl-C, or a signal handler of the process: not the tool's doing
+                    raise
+                error = error_of("tool_error", _tool_message(exc))  # the tool's own: its failure, like any other
             except BaseException as exc:  # any other exception of a tool is its failure, not the run's end
                 error = error_of("tool_error", _tool_message(exc))
             if error is None:
@@ -889,7 +891,41 @@ def _kind(value: Any) -> str:
             "boolean": "a boolean"}.get(kind, kind)
 
 
+def _stops_the_process(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt or SystemExit that came out of a tool call was raised by a
+    signal rather than by the tool: by the process's SIGINT or SIGTERM handler (written in
+    Python, it is the innermost frame: asyncio.run's Ctrl-C handler, an application's), or
+    by Python's default Ctrl-C handler, which raises in whatever code runs (then nothing tells
+    it from the tool's own). Under `chainlang run` neither happens: the CLI turns Ctrl-C and
+    SIGTERM into a cancellation of the run, so a tool's KeyboardInterrupt is the tool's."""
+    import signal
+    import threading
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code if tb is not None else None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            handler = signal.getsignal(sig)
+        except (ValueError, OSError):  # pragma: no cover - a platform without it
+            continue
+        if handler is signal.default_int_handler:
+            if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                return True
+            continue
+        func = getattr(handler, "func", handler)  # functools.partial (asyncio.run's handler)
+        func = getattr(func, "__func__", func)  # a bound method
+        if code is not None and getattr(func, "__code__", None) is code:
+            return True
+    return False
+
+
 def _tool_message(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the tool called sys.exit({exc.code!r}); a tool must not end the process"
+    if isinstance(exc, KeyboardInterrupt) and not str(exc):
+        return "KeyboardInterrupt: raised by the tool (not a Ctrl-C of the run)"
     text = " ".join(str(exc).split())[:1000]
     if isinstance(exc, ValueError) and text:  # tools raise ValueError with a message meant for users
         return text

@@ -33,6 +33,11 @@ reasons, errors) is cut to one line of bounded length and shown with control and
 characters escaped (`chainlang.diagnostics.visible`), so a hostile message cannot move the
 cursor, rewrite earlier lines or reorder the text on the terminal.
 
+Secrets never show: the runner hands each view the run's redaction service
+(`use_secrets()`, see chainlang.runtime.secrets), and every text of a line passes through
+it before it is cut to length (the records are masked already by the transcript writer;
+this also covers notes). Without secrets it costs one attribute test per text.
+
 A display must never break the run it shows: records of unknown types or with odd fields
 are tolerated, and a stream that fails (closed pipe) silences the view instead of raising.
 `record()` may be called from several threads; memory stays bounded however long the run.
@@ -57,6 +62,8 @@ if TYPE_CHECKING:
     from rich.live import Live
     from rich.spinner import Spinner
     from rich.text import Text
+
+    from chainlang.runtime.secrets import Redactor
 
 __all__ = [
     "MAX_TEXT",
@@ -134,7 +141,11 @@ _RUN_STYLE = {"ok": "ok", "failed": "fail", "broken": "fail"}
 
 class ProgressView(Protocol):
     """What the interpreter talks to: every transcript record, then `close()` once.
-    `note(text)` shows a line meant for the user (a notification), in order with the steps."""
+    `note(text)` shows a line meant for the user (a notification), in order with the steps.
+
+    The views of this module also have `use_secrets(redactor)`, which the runner calls
+    before the first record when a view has it. A view of one's own needs none: the records
+    it gets are masked by the transcript writer, and the notes by the runner."""
 
     def record(self, rec: dict[str, Any]) -> None: ...
 
@@ -236,10 +247,15 @@ class _Formatter:
         self._narrow = narrow
         self._target = narrow or "utf-8"
         self._ellipsis = self.symbols["ellipsis"]
+        self.secrets: Redactor | None = None  # the run's redaction service (`use_secrets`)
 
     def clean(self, value: object, limit: int = MAX_TEXT) -> str:
-        """`value` as one visible line of at most `limit` characters that the stream can encode."""
+        """`value` as one visible line of at most `limit` characters that the stream can
+        encode, with the run's secrets masked (before it is cut: no part of one shows)."""
         text = value if type(value) is str else ("" if value is None else str(value))
+        secrets = self.secrets
+        if secrets is not None and secrets.secrets:
+            text = secrets.mask(text)
         if len(text) > 4 * limit:  # never spend time on a megabyte message
             text = text[: 4 * limit]
         if not text.isprintable():  # the rare case: newlines, tabs, controls, bidi, surrogates
@@ -348,6 +364,11 @@ class QuietProgress:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
+        self._fmt = _Formatter(getattr(stream, "encoding", None))
+
+    def use_secrets(self, redactor: Redactor) -> None:
+        """Mask the run's secrets in every note."""
+        self._fmt.secrets = redactor
 
     def record(self, rec: dict[str, Any]) -> None:
         pass
@@ -355,7 +376,7 @@ class QuietProgress:
     def note(self, text: str) -> None:
         if self._stream is not None:
             try:
-                self._stream.write(visible(" ".join(text.splitlines()))[:_MAX_NOTE] + "\n")
+                self._stream.write(self._fmt.clean(text, _MAX_NOTE) + "\n")
                 self._stream.flush()
             except (OSError, ValueError):
                 self._stream = None
@@ -388,6 +409,10 @@ class PlainProgress:
             "run_started": self._run_started,
             "run_finished": self._run_finished,
         }
+
+    def use_secrets(self, redactor: Redactor) -> None:
+        """Mask the run's secrets in every line."""
+        self._fmt.secrets = redactor
 
     def record(self, rec: dict[str, Any]) -> None:
         handler = self._handlers.get(rec.get("type"))
@@ -561,6 +586,10 @@ class RichProgress:
         self._thread.start()
 
     # -- the caller's side: cheap --------------------------------------------------------
+
+    def use_secrets(self, redactor: Redactor) -> None:
+        """Mask the run's secrets in every line and in the table."""
+        self._fmt.secrets = redactor
 
     def record(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")

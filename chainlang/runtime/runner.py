@@ -14,10 +14,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from chainlang.api import UsageError
+from chainlang.runtime.secrets import Redactor
 
 if TYPE_CHECKING:
     from chainlang.api import LoadedFile
@@ -38,7 +40,10 @@ STATE_DIR = Path(".chainlang") / "state"
 @dataclass
 class RunResult:
     """How a run ended. `status`: ok, broken (stopped cleanly by a break), failed, limit,
-    interrupted (resumable), or invalid (it did not start: see `diagnostics`)."""
+    interrupted (resumable), or invalid (it did not start: see `diagnostics`).
+
+    `outputs` and `error` have the run's secrets masked, as in the transcript; `secrets` is
+    the run's redaction service, for whatever else shows the run (the CLI's diagnostics)."""
 
     run_id: str | None
     status: str
@@ -48,6 +53,7 @@ class RunResult:
     duration_ms: float = 0.0
     diagnostics: list["Diagnostic"] = field(default_factory=list)
     sources: dict[str, Any] = field(default_factory=dict, repr=False)  # file → SourceFile, for showing diagnostics
+    secrets: Redactor = field(default_factory=Redactor, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -84,8 +90,10 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     from chainlang.api import file_kind
 
     chain_path = Path(path)
+    if chain_path.is_dir():
+        raise UsageError(_not_a_chain_file(os.fspath(path)))
     if not chain_path.is_file():
-        raise UsageError(f"{path}: no such chain file")
+        raise UsageError(f"{path}: not a regular file" if chain_path.exists() else f"{path}: no such chain file")
     if file_kind(str(path)) == "hooks":
         raise UsageError(f"{path} is a hooks file: it has no steps to run (hooks fire around the steps of a chain)")
     start_dir = chain_path.parent
@@ -107,6 +115,28 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, {main.path: main.source},
                     len(main.chain.hooks),
                     hashlib.sha256(data).hexdigest())
+
+
+def _not_a_chain_file(directory: str) -> str:
+    """The message for `chainlang run DIR`, naming a chain file in it when there is one."""
+    from chainlang.api import file_kind, is_chain_file
+
+    names: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in islice(entries, 10_000):
+                if is_chain_file(entry.name) and file_kind(entry.name) == "chain" and entry.is_file():
+                    names.append(entry.name)
+    except OSError:
+        pass
+    shown = directory.rstrip("/" + os.sep) or directory
+    if names:
+        names.sort()
+        more = f" ({len(names)} chain files there)" if len(names) > 1 else ""
+        hint = f", e.g. {names[0] if shown == '.' else os.path.join(shown, names[0])}{more}"
+    else:
+        hint = " (*.chain.yaml or *.chain.yml); there is none directly in it"
+    return f"{directory}: is a directory, not a chain file; give the path of one chain file{hint}"
 
 
 def _check(files: list["LoadedFile"], registry: "Registry", context: list["LoadedFile"]) -> tuple[list["Diagnostic"], "Registry", dict[str, "LoadedFile"]]:
@@ -237,12 +267,20 @@ async def run_async(
     """Run the chain at `path` and return how it ended (never raises for a failing run;
     raises UsageError for bad paths, tools, inputs or options)."""
     prepared = prepare(path, tools, registry)
+    redactor = run_secrets(prepared.config)
     if prepared.graph is None:
-        return RunResult(None, "invalid", diagnostics=prepared.diagnostics, sources=prepared.sources)
+        return RunResult(None, "invalid", diagnostics=prepared.diagnostics, sources=prepared.sources, secrets=redactor)
     pinned = parse_now(now) if isinstance(now, str) else now
-    values = check_inputs(prepared.graph, dict(inputs or {}))
+    try:
+        values = check_inputs(prepared.graph, dict(inputs or {}))
+    except UsageError as exc:  # it quotes the inputs
+        redactor.scrub(exc)
+        raise
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else prepared.root / RUNS_DIR / f"{run_id}.jsonl"
+    if transcript is not None and where.is_dir():
+        raise UsageError(f"--transcript {transcript}: is a directory; give the path of a new file, "
+                         f"e.g. {os.path.join(str(transcript), run_id + '.jsonl')}")
     if transcript is not None and where.exists() and where.stat().st_size > 0:
         raise UsageError(f"{where}: the transcript exists already; give a new path (resume a run with chainlang resume)")
     started_at = (pinned or datetime.now().astimezone()).isoformat()
@@ -255,7 +293,7 @@ async def run_async(
     lock = _take(where)
     try:
         return await _execute(prepared, run_id, where, header, values, pinned, None, progress, notify, decider,
-                              on_transcript, key, lock)
+                              on_transcript, key, lock, redactor)
     finally:
         lock.release()
 
@@ -276,7 +314,7 @@ async def resume_async(
     clock readings and decisions it recorded are reused."""
     where = Path(transcript)
     if where.is_dir():
-        raise UsageError(f"{where} is a directory; give the transcript file of a run (.chainlang/runs/RUN_ID.jsonl)")
+        raise UsageError(_not_a_transcript(os.fspath(transcript)))
     if not where.is_file():
         raise UsageError(f"{where}: no such transcript")
     file = _recorded_chain_file(where)
@@ -327,9 +365,10 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
             f"note: the run was started with --tools {shown}; this resume uses --tools {now} (resume imports only "
             "the tools it is given and those of chainlang.toml, never what a transcript names)")
     prepared = prepare(file, given_tools, registry)
+    redactor = run_secrets(prepared.config)
     if prepared.graph is None:
         return RunResult(recorded.run_id, "invalid", diagnostics=prepared.diagnostics, transcript=where,
-                         sources=prepared.sources)
+                         sources=prepared.sources, secrets=redactor)
     if digest != prepared.digest:
         raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
                          "the chain (start a new run instead)")
@@ -352,7 +391,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     resumed = {**header, "resumed": True, "tools": given_tools}
     key = _project_key(prepared.root, create=False)
     return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify, decider,
-                          on_transcript, key, lock)
+                          on_transcript, key, lock, redactor)
 
 
 def _recorded_chain_file(where: Path) -> str:
@@ -412,7 +451,8 @@ def _take(where: Path, *, create: bool = True) -> "RunLock":
 async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[str, Any], inputs: dict[str, Any],
                    pinned: datetime | None, replay: Any, progress: "ProgressView | None",
                    notify: Callable[[str], None] | None, decider: Any,
-                   on_transcript: Callable[[Path], None] | None, key: bytes, lock: "RunLock") -> RunResult:
+                   on_transcript: Callable[[Path], None] | None, key: bytes, lock: "RunLock",
+                   redactor: Redactor) -> RunResult:
     from chainlang.runtime.context import FixedClock, SystemClock
     from chainlang.runtime.decide import close_decider, decider_from_config
     from chainlang.registry.errors import ConfigError
@@ -425,18 +465,26 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
             decider = decider_from_config(prepared.config)
         except ConfigError as exc:  # a half-configured [decide]
             raise UsageError(str(exc)) from None
-    api_key = _api_key(prepared.config)
     try:
-        writer = TranscriptWriter(where, run_id, [api_key] if api_key else [], key=key, lock=lock)
+        # one redaction service for the run: the writer masks every record (so every line shown of one), the
+        # view what it shows, `tell` the notifications, and the result what the CLI prints
+        writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
     if on_transcript is not None:
         on_transcript(where)
     view = progress
+    use_secrets = getattr(view, "use_secrets", None)  # the views of chainlang.runtime.progress have it
+    if use_secrets is not None:
+        use_secrets(redactor)
     # notifications go through the progress view, so they appear in order with the steps
-    notify = notify or (view.note if view is not None else _stderr)
+    shown = notify or (view.note if view is not None else _stderr)
+
+    def tell(text: str) -> None:
+        shown(redactor.mask(text))
+
     if prepared.hooks:
-        notify(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
+        tell(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
                "but does not run them yet")
 
     write = writer.write_checked  # every value is JSON by construction (inputs and results are checked)
@@ -459,7 +507,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=prepared.root / STATE_DIR,
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,
-        notify=notify,
+        notify=tell,
         load_chain=prepared.loader,
     )
     start = time.perf_counter()
@@ -483,6 +531,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         except BaseException as exc:  # a bug, or KeyboardInterrupt outside the loop: still end the transcript
             status, error = "failed", {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}
             _finish(emit, status, outputs, error, start)
+            redactor.scrub(exc)  # whoever prints it prints no secret
             raise
         _finish(emit, status, outputs, error, start)
     finally:
@@ -491,17 +540,46 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
             view.close()
         if made_here:
             await close_decider(decider)
-    return RunResult(run_id, status, outputs, error, where, round((time.perf_counter() - start) * 1000, 3))
+    if redactor:  # as the transcript has them
+        outputs, error = redactor.redact(outputs), redactor.redact(error)
+    return RunResult(run_id, status, outputs, error, where, round((time.perf_counter() - start) * 1000, 3),
+                     secrets=redactor)
 
 
 def _stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    from chainlang.diagnostics import visible
+    from chainlang.runtime.secrets import escape_surrogates
+
+    print(escape_surrogates(visible(" ".join(text.splitlines()))), file=sys.stderr, flush=True)
 
 
 def _finish(emit: Callable[..., Any], status: str, outputs: dict[str, Any], error: dict[str, Any] | None,
             start: float) -> None:
     emit("run_finished", status=status, outputs=outputs, error=error,
          duration_ms=round((time.perf_counter() - start) * 1000, 3))
+
+
+def run_secrets(config: "ProjectConfig | None") -> Redactor:
+    """The run's redaction service: the secrets it knows of when it starts (the decide
+    model's API key, read from the variable that `api_key_env` names)."""
+    key = _api_key(config)
+    return Redactor([key] if key else [])
+
+
+def _not_a_transcript(where: str) -> str:
+    """The message for `chainlang resume DIR`, naming the newest transcript in it when there is one."""
+    newest: tuple[float, str] | None = None
+    try:
+        with os.scandir(where) as entries:
+            for entry in islice(entries, 10_000):
+                if entry.name.endswith(".jsonl") and entry.is_file():
+                    stamp = entry.stat().st_mtime
+                    if newest is None or stamp > newest[0]:
+                        newest = (stamp, os.path.join(where.rstrip("/" + os.sep) or where, entry.name))
+    except OSError:
+        pass
+    hint = f", e.g. the newest one there: chainlang resume {newest[1]}" if newest else " (.chainlang/runs/RUN_ID.jsonl)"
+    return f"{where}: is a directory, not a transcript; give one transcript file{hint}"
 
 
 def _api_key(config: "ProjectConfig | None") -> str | None:

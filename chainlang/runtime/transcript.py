@@ -55,7 +55,6 @@ import hmac
 import json
 import math
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -66,6 +65,10 @@ from chainlang.journal.integrity import GENESIS, seal, split_sealed, mac_of
 
 if TYPE_CHECKING:
     from chainlang.journal.lock import Head, RunLock
+
+# the run's redaction service (chainlang.runtime.secrets); the writer is one of its users
+from chainlang.runtime.secrets import MIN_SECRET_LENGTH, REDACTED
+from chainlang.runtime.secrets import Redactor as _Redactor
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -91,12 +94,6 @@ RECORD_TYPES: frozenset[str] = frozenset(
         "clock",
     }
 )
-
-#: What a secret is replaced with.
-REDACTED = "***"
-
-#: Secrets shorter than this are refused: redacting e.g. every "a" would destroy the transcript.
-MIN_SECRET_LENGTH = 4
 
 _STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
 _ENVELOPE = ("type", "run_id", "seq", "ts")
@@ -204,100 +201,6 @@ def _find_non_json(value: Any, path: list[str | int]) -> tuple[list[str | int], 
     return path, f"is a {t.__module__}.{t.__qualname__}, not a JSON value"
 
 
-# --------------------------------------------------------------------------- secrets
-
-
-class _Redactor:
-    """Masks registered secrets in strings; built so that 'no secret present' is one C search."""
-
-    def __init__(self) -> None:
-        self.secrets: list[str] = []  # longest first
-        self._raw: re.Pattern[str] | None = None  # finds any secret in a Python string
-        self._encoded: re.Pattern[str] | None = None  # finds any secret in compact JSON text
-
-    def add(self, secret: object) -> None:
-        if not isinstance(secret, str):
-            raise TypeError(f"a secret must be a string, not {type(secret).__name__}")
-        if len(secret) < MIN_SECRET_LENGTH:
-            # never echo the value: it is a secret
-            raise ValueError(
-                f"refusing a secret of {len(secret)} character(s): secrets shorter than "
-                f"{MIN_SECRET_LENGTH} characters cannot be redacted without destroying the transcript"
-            )
-        if secret in self.secrets:
-            return
-        self.secrets.append(secret)
-        self.secrets.sort(key=len, reverse=True)
-        self._raw = re.compile("|".join(re.escape(s) for s in self.secrets))
-        # JSON escaping maps each character to a fixed sequence, so a string containing a
-        # secret serializes to text containing the secret's serialized form.
-        self._encoded = re.compile(
-            "|".join(re.escape(json.dumps(s, ensure_ascii=False)[1:-1]) for s in self.secrets)
-        )
-
-    def __bool__(self) -> bool:
-        return bool(self.secrets)
-
-    def line_may_leak(self, line: str) -> bool:
-        return self._encoded is not None and self._encoded.search(line) is not None
-
-    def mask(self, text: str) -> str:
-        """`text` with every occurrence of every secret replaced by `***`.
-
-        Overlapping or adjacent occurrences (of one secret or of several) are merged into a
-        single `***`, so no fragment of a secret survives whichever one matched first.
-        """
-        if self._raw is None or self._raw.search(text) is None:
-            return text
-        spans: list[tuple[int, int]] = []
-        for secret in self.secrets:
-            start = text.find(secret)
-            while start != -1:
-                spans.append((start, start + len(secret)))
-                start = text.find(secret, start + 1)
-        spans.sort()
-        out: list[str] = []
-        pos = 0
-        cur_start, cur_end = spans[0]
-        for start, end in spans[1:]:
-            if start <= cur_end:
-                cur_end = max(cur_end, end)
-            else:
-                out.append(text[pos:cur_start])
-                out.append(REDACTED)
-                pos = cur_end
-                cur_start, cur_end = start, end
-        out.append(text[pos:cur_start])
-        out.append(REDACTED)
-        out.append(text[cur_end:])
-        return "".join(out)
-
-    def redact(self, value: Any) -> Any:
-        """A copy of the JSON value `value` with secrets masked in keys and values."""
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, bool) or value is None:
-            return value
-        if isinstance(value, (int, float)):
-            # the text json.dumps writes for it
-            text = int.__repr__(value) if isinstance(value, int) else float.__repr__(value)
-            return REDACTED if self._raw is not None and self._raw.search(text) else value
-        if isinstance(value, (list, tuple)):
-            return [self.redact(item) for item in value]
-        if isinstance(value, dict):
-            out: dict[str, Any] = {}
-            for key, item in value.items():
-                new_key = self.mask(key) if isinstance(key, str) else key
-                if new_key in out:  # two keys that differ only in secrets: keep both
-                    n = 2
-                    while f"{new_key}#{n}" in out:
-                        n += 1
-                    new_key = f"{new_key}#{n}"
-                out[new_key] = self.redact(item)
-            return out
-        return value
-
-
 # --------------------------------------------------------------------------- writer
 
 
@@ -327,13 +230,16 @@ class TranscriptWriter:
 
     `write()` is thread-safe. Each line reaches the OS in one `write(2)` before `write()`
     returns; with `durable=True` it is also `fsync`ed.
+
+    `secrets` is a list of strings, or the run's `chainlang.runtime.secrets.Redactor`,
+    which is then shared: a secret added to it later is masked here too.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         run_id: str,
-        secrets: Iterable[str] = (),
+        secrets: Iterable[str] | _Redactor = (),
         *,
         durable: bool = False,
         key: bytes = b"",
@@ -349,9 +255,10 @@ class TranscriptWriter:
         self._lock_file = lock
         if lock is not None:
             lock.use_key(key)
-        self._redactor = _Redactor()
-        for secret in secrets:
-            self._redactor.add(secret)
+        if isinstance(secrets, _Redactor):  # the run's redaction service, shared with its other outputs
+            self._redactor = secrets
+        else:
+            self._redactor = _Redactor(secrets)
         self._lock = threading.Lock()
         self._stamp = _UtcStamp()
         self._encode_envelope = json.JSONEncoder(
