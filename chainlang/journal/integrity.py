@@ -4,8 +4,9 @@ Every line of a transcript ends with a `mac` member:
 
     {"type":"step_started","run_id":"r1","seq":7,...,"mac":"5f0c…(32 hex)"}
 
-The MAC is the first 128 bits of HMAC-SHA256(key, previous MAC + the line's bytes up to
-`,"mac":`), where the previous MAC of the first line is `GENESIS`. Editing a record
+The MAC is keyed BLAKE2b with a 128-bit digest (BLAKE2's MAC mode; about half the cost
+of HMAC-SHA256, which matters at two lines per step) over the previous MAC and the
+line's bytes up to `,"mac":`; the previous MAC of the first line is `GENESIS`. Editing a record
 changes its MAC; removing or reordering records breaks the chain at the next line; a
 forger without the key cannot compute new MACs. Removing records from the *end* keeps
 the chain intact, which is why the lock file also holds a sealed head (see `lock`).
@@ -17,7 +18,7 @@ transcript; keep `.chainlang/` out of version control.
 
 from __future__ import annotations
 
-import hmac
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -39,7 +40,7 @@ class IntegrityError(Exception):
 def mac_of(key: bytes, previous: bytes, body: bytes) -> bytes:
     """The MAC (32 lowercase hex characters, as bytes) of a line whose bytes before
     `,"mac":` are `body`, following the line whose MAC is `previous`."""
-    return hmac.digest(key, previous + body, "sha256")[: _MAC_HEX // 2].hex().encode("ascii")
+    return hashlib.blake2b(previous + body, key=key, digest_size=_MAC_HEX // 2).hexdigest().encode("ascii")
 
 
 def seal(key: bytes, previous: bytes, line: bytes) -> tuple[bytes, bytes]:

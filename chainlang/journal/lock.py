@@ -7,10 +7,17 @@ Beside `RUN.jsonl` lies `RUN.jsonl.head`, one fixed-width line:
 - While a process runs or resumes the transcript it holds an exclusive `flock` on this
   file (released by the kernel when the process ends, however it ends). A second
   process is refused at once (`RunInUse`) with the holder's pid.
-- After every line the writer overwrites it in place (one `pwrite`) with the line's seq
-  and MAC, sealed with the project key. Records removed from the end of a transcript
-  leave the chain of MACs intact but no longer reach the head, so `resume` finds them.
-  A crash between a line and its head update leaves the file one line ahead: allowed.
+- The writer overwrites it in place with the seq and MAC of the last line, sealed with
+  the project key, whenever it writes a line that comes before an action (`run_started`,
+  `step_started`: a tool is called next) and when it closes. The file is mapped into
+  memory (`mmap`, shared), so that costs no system call; the kernel holds the page, so a
+  killed process loses no update.
+- Records removed from the end of a transcript leave the chain of MACs intact but no
+  longer reach the head, so `resume` finds them. Lines after the head (a step's end, a
+  clock reading, a decision) are covered by the chain of MACs only: removing them makes
+  the run look as if it had crashed earlier. Resume handles that as a crash: an
+  idempotent step runs again, any other stops the resume and asks (--rerun/--skip); no
+  action that started can be repeated unknowingly.
 
 The head file belongs to the transcript: copy or move them together.
 """
@@ -18,7 +25,9 @@ The head file belongs to the transcript: copy or move them together.
 from __future__ import annotations
 
 import errno
+import hashlib
 import hmac
+import mmap
 import os
 import re
 from dataclasses import dataclass
@@ -55,9 +64,18 @@ class Head:
         return hmac.compare_digest(self.seal, _seal(key, self.seq, self.mac))
 
 
+_LINE_SIZE = 115
+
+
+def _line(seq: int, mac: bytes | None, seal: bytes) -> bytes:
+    line = b"pid=%010d seq=%020d mac=%s seal=%s\n" % (os.getpid(), seq, mac or b"-" * 32, seal)
+    assert len(line) == _LINE_SIZE
+    return line
+
+
 def _seal(key: bytes, seq: int, mac: bytes | None) -> bytes:
     message = b"head:%d:" % seq + (mac or b"")
-    return hmac.digest(key, message, "sha256")[:16].hex().encode("ascii")
+    return hashlib.blake2b(message, key=key, digest_size=16).hexdigest().encode("ascii")
 
 
 class RunLock:
@@ -70,6 +88,7 @@ class RunLock:
         #: what the head file said when the lock was taken (None: there was none)
         self.found = head
         self._key: bytes | None = None
+        self._map: mmap.mmap | None = None
 
     @classmethod
     def acquire(cls, transcript: Path, *, create: bool = True) -> "RunLock":
@@ -105,7 +124,7 @@ class RunLock:
             os.pwrite(fd, b"pid=%010d" % os.getpid(), 0)
         else:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, b"pid=%010d seq=%020d mac=%s seal=%s\n" % (os.getpid(), 0, b"-" * 32, b"0" * 32), 0)
+            os.pwrite(fd, _line(0, None, b"0" * 32), 0)
         return lock
 
     damaged = False  #: the head file had content that is not a head line
@@ -116,18 +135,26 @@ class RunLock:
 
     def record(self, seq: int, mac: bytes | None) -> None:
         """Write the head (seq and MAC of the last line written), in place."""
-        fd, key = self._fd, self._key
-        if fd is None or key is None:
+        key = self._key
+        if self._fd is None or key is None:
             return
-        line = b"pid=%010d seq=%020d mac=%s seal=%s\n" % (os.getpid(), seq, mac or b"-" * 32, _seal(key, seq, mac))
-        os.pwrite(fd, line, 0)
+        line = _line(seq, mac, _seal(key, seq, mac))
+        if self._map is None:
+            os.ftruncate(self._fd, _LINE_SIZE)  # a damaged head may have been longer
+            self._map = mmap.mmap(self._fd, _LINE_SIZE)
+        self._map[:] = line
 
     def sync(self) -> None:
+        if self._map is not None:
+            self._map.flush()
         if self._fd is not None:
             os.fsync(self._fd)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
+        if self._map is not None:
+            self._map.close()
+            self._map = None
         if fd is not None:
             os.close(fd)  # closing the last descriptor releases the flock
 

@@ -96,6 +96,8 @@ RECORD_TYPES: frozenset[str] = frozenset(
 )
 
 _STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
+# the lines that come before an action: the head moves to them (see chainlang.journal.lock)
+_HEAD_BEFORE = (b'{"type":"step_started"', b'{"type":"run_started"')
 _ENVELOPE = ("type", "run_id", "seq", "ts")
 _RESERVED_FIELDS = frozenset((*_ENVELOPE, "mac"))
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
@@ -414,15 +416,20 @@ class TranscriptWriter:
         self._size += len(data)
         self._seq = seq
         self._mac = mac
-        if self._lock_file is not None:
+        if self._lock_file is not None and data.startswith(_HEAD_BEFORE):  # see chainlang.journal.lock
             self._lock_file.record(seq, mac)
             if self.durable:
                 self._lock_file.sync()
 
     def close(self) -> None:
-        """Close the file (idempotent). Writing afterwards raises `ValueError`."""
+        """Close the file (idempotent), moving the head to its last line. Writing
+        afterwards raises `ValueError`."""
         with self._lock:
             fd, self._fd = self._fd, None
+            if fd is not None and self._lock_file is not None and self._seq:
+                self._lock_file.record(self._seq, self._mac)
+                if self.durable:
+                    self._lock_file.sync()
         if fd is not None:
             os.close(fd)
 
