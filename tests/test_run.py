@@ -713,7 +713,7 @@ steps:
 
 def test_retry_delays_grow_by_backoff_up_to_max_delay() -> None:
     from chainlang.model.nodes import Retry
-    from chainlang.runtime.engine import _delay
+    from chainlang.runtime.step import retry_delay as _delay
 
     retry = Retry(node=None, attempts=6, delay=1.0, backoff=2.0, max_delay=5.0)  # type: ignore[arg-type]
     assert [_delay(retry, n) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]

@@ -156,7 +156,7 @@ _CLASSES: dict[str, Any] = {cls.TYPE: cls for cls in
                             (RunStarted, StepStarted, StepProgress, Decide, HookFired, StepFinished, RunFinished, Clock)}
 RECORD_TYPES: frozenset[str] = frozenset(_CLASSES)
 
-# per type: (member, accepted Python types, required); None in the types: null is allowed
+# per type, in the order members are written: (member, accepted Python types, required, nullable)
 _STR, _INT, _NUM, _BOOL, _OBJ, _LIST, _ANY = (str,), (int,), (int, float), (bool,), (dict,), (list,), None
 _SCHEMA: dict[str, tuple[tuple[str, Any, bool, bool], ...]] = {}  # type → (name, types, required, nullable)
 
@@ -169,12 +169,12 @@ _members(RunStarted, ("chain", _STR, True, True), ("file", _STR, True, False), (
          ("inputs", _OBJ, True, False), ("now", _STR, True, True), ("started_at", _STR, True, False),
          ("tools", _LIST, True, False), ("resumed", _BOOL, True, False))
 _members(StepStarted, ("step", _STR, True, False), ("event", _STR, True, False), ("attempt", _INT, True, False),
-         ("params", _ANY, True, True), ("max_attempts", _INT, False, False))
+         ("max_attempts", _INT, False, False), ("params", _ANY, True, True))
 _members(StepProgress, ("step", _STR, True, False), ("event", _STR, True, False), ("message", _STR, True, False),
          ("fraction", _NUM, False, True))
 _members(Decide, ("step", _STR, True, False), ("event", _STR, True, False), ("asked", _OBJ, True, False),
-         ("action", _STR, True, False), ("reason", _STR, True, False), ("source", _STR, True, False),
-         ("params", _OBJ, False, False))
+         ("action", _STR, True, False), ("params", _OBJ, False, False), ("reason", _STR, True, False),
+         ("source", _STR, True, False))
 _members(HookFired, ("hook", _STR, True, False), ("when", _STR, True, False), ("event", _STR, True, False),
          ("step", _STR, False, False))
 _members(StepFinished, ("step", _STR, True, False), ("event", _STR, True, False), ("status", _STR, True, False),

@@ -19,12 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from chainlang.api import UsageError
+from chainlang.runtime.inputs import check_inputs
 from chainlang.runtime.secrets import Redactor
 
 if TYPE_CHECKING:
     from chainlang.api import LoadedFile
     from chainlang.compile import ExecutionGraph
     from chainlang.journal.lock import RunLock
+    from chainlang.journal.records import Record
+    from chainlang.runtime.replay import Replay
+    from chainlang.runtime.transcript import Transcript
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.config import ProjectConfig
     from chainlang.registry.registry import Registry
@@ -163,7 +167,7 @@ class SubChains:
 
     def __call__(self, target: str, caller: str) -> "ExecutionGraph":
         from chainlang.api import is_chain_file, load_file
-        from chainlang.runtime.engine import ChainLoadError
+        from chainlang.runtime.outcomes import ChainLoadError
 
         if target in self.named:
             loaded = self.named[target]
@@ -215,40 +219,6 @@ def parse_now(text: str | None) -> datetime | None:
     except ValueError:
         raise UsageError(f"--now {text!r}: expected an ISO 8601 date-time such as 2025-01-15T09:30:00+01:00") from None
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-
-
-def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, Any]:
-    """The chain's inputs: defaults filled, each validated against its schema. UsageError
-    names every problem (unknown or missing inputs, invalid values)."""
-    from chainlang.runtime.decide import validate_params
-    from chainlang.runtime.engine import apply_input_defaults
-    from chainlang.suggest import did_you_mean
-
-    from chainlang.runtime.transcript import _find_non_json
-
-    problems: list[str] = []
-    for name, value in given.items():
-        try:
-            found = _find_non_json(value, [])
-        except RecursionError:
-            found = ([], "is nested too deeply")
-        if found is not None:
-            problems.append(f"input '{name}': {found[1]} (inputs must be JSON values)")
-    for name in given:
-        if name not in graph.inputs:
-            hint = did_you_mean(name, list(graph.inputs))
-            declared = ", ".join(sorted(graph.inputs)) or "none"
-            problems.append(f"unknown input '{name}' (declared: {declared})" + (f"; {hint}" if hint else ""))
-    inputs = apply_input_defaults(graph, {k: v for k, v in given.items() if k in graph.inputs})
-    for name, schema in graph.inputs.items():
-        if name not in inputs:
-            problems.append(f"missing input '{name}': give it with --input {name}=VALUE")
-            continue
-        for message in validate_params(schema if isinstance(schema, dict) else {}, inputs[name]):
-            problems.append(f"input '{name}': {message}")
-    if problems:
-        raise UsageError("; ".join(problems))
-    return inputs
 
 
 async def run_async(
@@ -332,7 +302,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
                          on_transcript: Callable[[Path], None] | None) -> RunResult:
-    from chainlang.runtime.engine import Replay
+    from chainlang.journal.records import RecordError
     from chainlang.runtime.transcript import TranscriptError, read_transcript
 
     file = _recorded_chain_file(where)
@@ -372,17 +342,10 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     if digest != prepared.digest:
         raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
                          "the chain (start a new run instead)")
-    replay = Replay(rerun=frozenset(rerun), skip=frozenset(skip))
-    for step, entry in recorded.steps.items():
-        replay.started[step] = entry.started
-        # a cancelled attempt was interrupted mid-call: resumed like one without an end
-        if entry.finished is not None and entry.finished.get("status") != "cancelled":
-            replay.finished[step] = entry.finished
-    for step, decisions in recorded.decisions.items():
-        replay.decisions[step] = list(decisions)
-    for rec in recorded.records:
-        if rec["type"] == "clock" and isinstance(rec.get("step"), str):
-            replay.clock.setdefault(rec["step"], []).append(rec["value"])
+    try:
+        replay = _replay_of(recorded, frozenset(rerun), frozenset(skip))
+    except RecordError as exc:
+        raise UsageError(f"cannot resume: {where}: {exc}") from None
     unknown = [s for s in list(rerun) + list(skip) if s not in replay.started or s in replay.finished]
     if unknown:
         raise UsageError(f"--rerun/--skip {unknown[0]}: not a step that started and did not finish in this run")
@@ -392,6 +355,30 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     key = _project_key(prepared.root, create=False)
     return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify, decider,
                           on_transcript, key, lock, redactor)
+
+
+def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
+    """What resume needs of a verified transcript, as typed records."""
+    from chainlang.journal.records import Clock, Decide, StepFinished, StepStarted, decode
+    from chainlang.runtime.replay import Replay
+
+    replay = Replay(rerun=rerun, skip=skip)
+    for step, entry in recorded.steps.items():
+        started = decode(entry.started)
+        assert isinstance(started, StepStarted)
+        replay.started[step] = started
+        finished = decode(entry.finished) if entry.finished is not None else None
+        # a cancelled attempt was interrupted mid-call: resumed like one without an end
+        if isinstance(finished, StepFinished) and finished.status != "cancelled":
+            replay.finished[step] = finished
+    for step, decisions in recorded.decisions.items():
+        replay.decisions[step] = [d for d in map(decode, decisions) if isinstance(d, Decide)]
+    for rec in recorded.records:
+        if rec["type"] == "clock":
+            clock = decode(rec)
+            if isinstance(clock, Clock) and clock.step is not None:
+                replay.clock.setdefault(clock.step, []).append(clock.value)
+    return replay
 
 
 def _recorded_chain_file(where: Path) -> str:
@@ -454,10 +441,14 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
                    on_transcript: Callable[[Path], None] | None, key: bytes, lock: "RunLock",
                    redactor: Redactor) -> RunResult:
     from chainlang.runtime.context import FixedClock, SystemClock
+    from chainlang.runtime.outcomes import ms_since
     from chainlang.runtime.decide import close_decider, decider_from_config
     from chainlang.registry.errors import ConfigError
-    from chainlang.runtime.engine import ChainRun, LimitExceeded, ResumeBlocked, RunState
+    from chainlang.journal.records import RunFinished, RunStarted, decode
+    from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked
+    from chainlang.runtime.state import RunState
     from chainlang.runtime.transcript import TranscriptWriter
+    from chainlang.runtime.walk import ChainRun
 
     made_here = decider is None  # then the run closes it (a model's pooled connections); a given one is the caller's
     if decider is None:
@@ -487,23 +478,20 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         tell(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
                "but does not run them yet")
 
-    write = writer.write_checked  # every value is JSON by construction (inputs and results are checked)
-
-    def emit(type: str, **fields: Any) -> dict[str, Any]:
-        return write(type, fields)
-
+    append = writer.append  # every value is JSON by construction (inputs and results are checked)
+    record: Callable[["Record"], Any] = append
     if view is not None:
         show = view.record
 
-        def emit(type: str, **fields: Any) -> dict[str, Any]:  # noqa: F811 - the same, shown live
-            rec = write(type, fields)
-            show(rec)
-            return rec
+        def record(rec: "Record") -> Any:  # the same, shown live
+            written = append(rec)
+            show(written)
+            return written
 
     graph = prepared.graph
     assert graph is not None
     state = RunState(
-        run_id=run_id, registry=prepared.registry, emit=emit, decider=decider,
+        run_id=run_id, registry=prepared.registry, record=record, decider=decider,
         clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=prepared.root / STATE_DIR,
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,
@@ -514,7 +502,9 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     status, error = "failed", None
     outputs: dict[str, Any] = {}
     try:
-        emit("run_started", **header)
+        started = decode({"type": "run_started", **header})
+        assert isinstance(started, RunStarted)
+        record(started)
         chain = ChainRun(state, graph, inputs)
         try:
             status, outputs, error = await chain.execute()
@@ -526,14 +516,14 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         except asyncio.CancelledError:
             status, error = "interrupted", {"type": "interrupted", "message": "the run was interrupted; continue it "
                                             f"with: chainlang resume {where}"}
-            _finish(emit, status, outputs, error, start)
+            record(RunFinished(status, outputs, error, ms_since(start)))
             raise
         except BaseException as exc:  # a bug, or KeyboardInterrupt outside the loop: still end the transcript
             status, error = "failed", {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}
-            _finish(emit, status, outputs, error, start)
+            record(RunFinished(status, outputs, error, ms_since(start)))
             redactor.scrub(exc)  # whoever prints it prints no secret
             raise
-        _finish(emit, status, outputs, error, start)
+        record(RunFinished(status, outputs, error, ms_since(start)))
     finally:
         writer.close()
         if view is not None:
@@ -551,12 +541,6 @@ def _stderr(text: str) -> None:
     from chainlang.runtime.secrets import escape_surrogates
 
     print(escape_surrogates(visible(" ".join(text.splitlines()))), file=sys.stderr, flush=True)
-
-
-def _finish(emit: Callable[..., Any], status: str, outputs: dict[str, Any], error: dict[str, Any] | None,
-            start: float) -> None:
-    emit("run_finished", status=status, outputs=outputs, error=error,
-         duration_ms=round((time.perf_counter() - start) * 1000, 3))
 
 
 def run_secrets(config: "ProjectConfig | None") -> Redactor:

@@ -63,8 +63,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from chainlang.journal.integrity import GENESIS, seal, split_sealed, mac_of
 
+from chainlang.journal.records import fields
+
 if TYPE_CHECKING:
     from chainlang.journal.lock import Head, RunLock
+    from chainlang.journal.records import Record
 
 # the run's redaction service (chainlang.runtime.secrets); the writer is one of its users
 from chainlang.runtime.secrets import MIN_SECRET_LENGTH, REDACTED
@@ -373,6 +376,11 @@ class TranscriptWriter:
                 data = _to_utf8(line, record)
             self._append(fd, data, seq)
             return record
+
+    def append(self, record: "Record") -> dict[str, Any]:
+        """Append a typed record (chainlang.journal.records) with `write_checked`; returns
+        it as written (its members, with the envelope)."""
+        return self.write_checked(record.TYPE, fields(record))
 
     def _write(self, type: str, fields: dict[str, Any]) -> dict[str, Any]:
         if type not in RECORD_TYPES:

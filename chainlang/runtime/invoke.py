@@ -1,0 +1,146 @@
+"""The executor seam: how a step's event is carried out once the pipeline decided to call
+it. A tool is called in this process (`LocalExecutor`); a named chain or `chain.run` runs
+as a sub-chain of the run (`run_subchain`). A second engine (§14) replaces this seam, not
+the pipeline around it.
+
+Also here: what a tool's exception means (its failure, or the process being stopped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol
+
+from chainlang.runtime.context import RunContext
+from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, error_of
+from chainlang.runtime.state import StepClock
+from chainlang.runtime.transcript import idempotency_key
+
+if TYPE_CHECKING:
+    from chainlang.runtime.events import EventRuntime
+    from chainlang.runtime.state import RunState
+    from chainlang.runtime.walk import ChainRun
+
+
+class Executor(Protocol):
+    """Carries out one attempt of an event step with its (validated) params."""
+
+    async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int) -> Any: ...
+
+
+class LocalExecutor:
+    """Tools called in this process; sub-chains run by the calling chain's walker."""
+
+    __slots__ = ("chain",)
+
+    def __init__(self, chain: "ChainRun") -> None:
+        self.chain = chain
+
+    async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int) -> Any:
+        if rt.runs_chain:
+            return await run_subchain(self.chain, rt, params, ipath)
+        assert rt.func is not None
+        if rt.accepts_ctx:
+            params = {**params, "ctx": self.context(rt, ipath, attempt)}
+        if rt.is_async:
+            return await rt.func(**params)
+        if rt.blocking:
+            return await asyncio.to_thread(rt.func, **params)
+        return rt.func(**params)
+
+    def context(self, rt: "EventRuntime", ipath: str, attempt: int) -> RunContext:
+        run = self.chain.run
+        return tool_context(run, self.chain.graph.name, rt.spec.name, ipath, attempt)
+
+
+def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, attempt: int) -> RunContext:
+    """The `ctx` a tool gets: the run's facts, this attempt's idempotency key, the recording
+    clock, progress reports (recorded as `step_progress`), notifications, the state dir."""
+    from chainlang.journal.records import StepProgress
+
+    def progress(message: str, fraction: float | None = None) -> None:
+        if fraction is not None and not (isinstance(fraction, (int, float)) and 0 <= fraction <= 1):
+            fraction = None
+        run.record(StepProgress(ipath, name, str(message)[:1000], fraction))
+
+    return RunContext(
+        run_id=run.run_id, chain=chain, step=ipath, event=name, attempt=attempt,
+        idempotency_key=idempotency_key(run.run_id, ipath, attempt), clock=StepClock(run, ipath),
+        state_dir=run.state_dir, progress=progress, notify=run.notify,
+    )
+
+
+async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str) -> Any:
+    """A named chain or `chain.run` as a step: its steps run in this run at depth + 1, under
+    the allow lists in force; its outputs are the step's result."""
+    from chainlang.api import UsageError
+    from chainlang.runtime.inputs import check_inputs
+    from chainlang.runtime.walk import ChainRun
+
+    run, spec = caller.run, rt.spec
+    if caller.depth + 1 > caller.depth_limit:
+        raise LimitExceeded("max_depth", f"step {ipath} would run {spec.name} at depth {caller.depth + 1}, "
+                                         f"beyond max_depth = {caller.depth_limit}")
+    if run.load_chain is None:
+        raise RuntimeError("this run cannot load sub-chains")
+    if spec.name == "chain.run":
+        target, inputs = str(params.get("path", "")), dict(params.get("inputs") or {})
+    else:
+        target, inputs = spec.name, dict(params)
+    try:
+        graph = run.load_chain(target, caller.graph.file)
+    except ChainLoadError as exc:
+        raise ChainFailed(error_of("chain", str(exc))) from None
+    try:
+        inputs = check_inputs(graph, inputs)
+    except UsageError as exc:
+        raise ChainFailed(error_of("params", f"{graph.name or target}: {exc}")) from None
+    sub = ChainRun(run, graph, inputs, depth=caller.depth + 1, prefix=ipath + "/", allow=caller.allow,
+                   depth_limit=caller.depth_limit)
+    status, outputs, error = await sub.execute()
+    if status == "failed":
+        where = f" at step {error.get('step')}" if error and error.get("step") else ""
+        raise ChainFailed(error_of("chain", f"{graph.name or target} failed{where}: "
+                                            f"{(error or {}).get('message', '')}"))
+    return outputs
+
+
+def stops_the_process(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt or SystemExit that came out of a tool call was raised by a
+    signal rather than by the tool: by the process's SIGINT or SIGTERM handler (written in
+    Python, it is the innermost frame: asyncio.run's Ctrl-C handler, an application's), or
+    by Python's default Ctrl-C handler, which raises in whatever code runs (then nothing tells
+    it from the tool's own). Under `chainlang run` neither happens: the CLI turns Ctrl-C and
+    SIGTERM into a cancellation of the run, so a tool's KeyboardInterrupt is the tool's."""
+    import signal
+    import threading
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code if tb is not None else None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            handler = signal.getsignal(sig)
+        except (ValueError, OSError):  # pragma: no cover - a platform without it
+            continue
+        if handler is signal.default_int_handler:
+            if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                return True
+            continue
+        func = getattr(handler, "func", handler)  # functools.partial (asyncio.run's handler)
+        func = getattr(func, "__func__", func)  # a bound method
+        if code is not None and getattr(func, "__code__", None) is code:
+            return True
+    return False
+
+
+def tool_message(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the tool called sys.exit({exc.code!r}); a tool must not end the process"
+    if isinstance(exc, KeyboardInterrupt) and not str(exc):
+        return "KeyboardInterrupt: raised by the tool (not a Ctrl-C of the run)"
+    text = " ".join(str(exc).split())[:1000]
+    if isinstance(exc, ValueError) and text:  # tools raise ValueError with a message meant for users
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,106 @@
+"""How a step, a block or a run ends other than ok: the exceptions the walker and the
+step pipeline raise to each other, and the error objects recorded for them (§9)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class StepFailed(Exception):
+    """A step (or block) failed and its `on_error` is `fail`: the enclosing chain fails."""
+
+    def __init__(self, path: str, event: str | None, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message", ""))
+        self.path = path
+        self.event = event
+        self.error = error
+
+
+class ChainBroken(Exception):
+    """`on_error: break` or a decide `break`: the chain stops cleanly."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(reason)
+        self.path = path
+        self.reason = reason
+
+
+class LimitExceeded(Exception):
+    """A limit of §8 stopped the run (exit code 3)."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.message = message
+
+
+class ResumeBlocked(Exception):
+    """Resuming would re-run a non-idempotent step that started but did not finish."""
+
+    def __init__(self, path: str, event: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.event = event
+        self.message = message
+
+
+class ChainFailed(Exception):
+    """A sub-chain failed: the calling step fails with this error."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["message"])
+        self.error = error
+
+
+class ChainLoadError(Exception):
+    """A sub-chain cannot be run (not found, outside the project, check errors)."""
+
+
+class EventUnavailable(Exception):
+    """The event has no implementation this run can call."""
+
+
+def error_of(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"type": kind, "message": message, **extra}
+
+
+def first_of_group(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception a failed group stands for: a limit first, then a blocked resume, a
+    failure, a break; anything else (a bug, a cancellation) as it is."""
+    flat: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            flat.append(exc)
+
+    walk(group)
+    for kind in (LimitExceeded, ResumeBlocked, StepFailed, ChainBroken):
+        for exc in flat:
+            if isinstance(exc, kind):
+                return exc
+    return flat[0]
+
+
+def ms_since(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def kind_text(value: Any) -> str:
+    from chainlang.expr.values import kind_of
+
+    kind = kind_of(value)
+    return {"null": "null", "object": "an object", "string": "a string", "number": "a number",
+            "boolean": "a boolean"}.get(kind, kind)

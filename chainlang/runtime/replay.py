@@ -1,0 +1,62 @@
+"""Resume: what an earlier attempt of a run recorded, and the decisions made from it.
+
+The walker goes through the chain again from the top; for each event step the pipeline
+asks this module whether the step finished before (its recorded outcome is used), is to
+go on retrying, or started without an end (run again if that is safe, else stop and ask).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from chainlang.journal.records import Decide, StepFinished, StepStarted
+from chainlang.runtime.outcomes import ResumeBlocked
+
+if TYPE_CHECKING:
+    from chainlang.runtime.events import EventRuntime
+
+_RETRIED = frozenset({"tool_error", "timeout", "result"})  # the failures `retry` tries again
+
+
+@dataclass
+class Replay:
+    """What an earlier attempt of this run recorded (from its transcript)."""
+
+    finished: dict[str, StepFinished] = field(default_factory=dict)  # step path → its last end
+    started: dict[str, StepStarted] = field(default_factory=dict)  # step path → its last start
+    decisions: dict[str, list[Decide]] = field(default_factory=dict)  # step path → decisions, in order
+    clock: dict[str, list[str]] = field(default_factory=dict)  # step path → clock readings
+    rerun: frozenset[str] = frozenset()  # unfinished non-idempotent steps the user says to run again
+    skip: frozenset[str] = frozenset()  # ... or to skip
+
+    def retries_left(self, ipath: str, done: StepFinished) -> bool:
+        """A failed attempt that was to be retried when the run was interrupted (in the wait
+        before the next attempt): the resume goes on with the next attempt."""
+        if done.status != "failed":
+            return False
+        started = self.started.get(ipath)
+        most = started.max_attempts if started is not None else None
+        error = done.error or {}
+        return most is not None and done.attempt < most and error.get("type") in _RETRIED
+
+    def first_attempt(self, rt: "EventRuntime", ipath: str) -> int:
+        """The attempt to start with. An attempt that started and did not finish is run
+        again (same attempt number, so the same idempotency key) if the event is
+        idempotent, a chain, or the user said so; otherwise the run stops here."""
+        started = self.started.get(ipath)
+        if started is None:
+            return 1
+        if ipath in self.finished:  # that attempt failed and is to be retried
+            return started.attempt + 1
+        # no end recorded, or `cancelled` (interrupted mid-call: its effect is just as unknown)
+        if rt.spec.idempotent or rt.runs_chain or ipath in self.rerun:
+            return started.attempt
+        name = rt.spec.name
+        raise ResumeBlocked(ipath, name, (
+            f"step {ipath} ({name}) started but did not finish before the run was interrupted, and "
+            f"{name} is not idempotent: it may or may not have taken effect. Check, then resume with "
+            f"--rerun {ipath} to run it again or --skip {ipath} to go on without it"))
+
+
+__all__ = ["Replay"]

@@ -1,0 +1,65 @@
+"""What one run shares between its chains and steps: the journal, the services, the
+counters, the prepared events and the bindings of each compiled chain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable
+
+from chainlang.journal.records import Clock
+from chainlang.runtime.context import Clock as RunClock
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from chainlang.compile import ExecutionGraph
+    from chainlang.journal.records import Record
+    from chainlang.registry.registry import Registry
+    from chainlang.runtime.events import EventRuntime
+    from chainlang.runtime.interceptors import Interceptor
+    from chainlang.runtime.replay import Replay
+    from chainlang.runtime.scope import Binder
+
+
+@dataclass
+class RunState:
+    """Everything one run shares: the services, the counters, the compiled sub-chains."""
+
+    run_id: str
+    registry: "Registry"
+    record: Callable[["Record"], Any]  # writes one record to the journal (and shows it)
+    decider: Any  # a chainlang.runtime.decide.Decider
+    clock: RunClock
+    state_dir: "Path"
+    facts: dict[str, Any]
+    max_steps: int
+    interceptors: tuple["Interceptor", ...] = ()
+    replay: "Replay | None" = None
+    notify: Callable[[str], None] = lambda text: None
+    load_chain: "Callable[[str, str], ExecutionGraph] | None" = None  # (name or path, caller file) → graph
+    steps_run: int = 0
+    events: dict[str, "EventRuntime"] = field(default_factory=dict)
+    binders: dict[int, "Binder"] = field(default_factory=dict)
+
+
+class StepClock:
+    """The run's clock as one step reads it: every reading is recorded (`clock` record with
+    the step path), and on resume the readings recorded for the step are given back first."""
+
+    __slots__ = ("run", "step")
+
+    def __init__(self, run: RunState, step: str) -> None:
+        self.run = run
+        self.step = step
+
+    def now(self) -> datetime:
+        replayed = self.run.replay.clock.get(self.step) if self.run.replay else None
+        if replayed:
+            return datetime.fromisoformat(replayed.pop(0))
+        value = self.run.clock.now()
+        self.run.record(Clock(value.isoformat(), self.step))
+        return value
+
+
+__all__ = ["RunState", "StepClock"]
