@@ -369,7 +369,7 @@ def test_progress_is_recorded(tmp_path: Path) -> None:
 
 
 def test_the_idempotency_key_is_stable_per_attempt(tmp_path: Path) -> None:
-    from chainlang.runtime.transcript import idempotency_key
+    from chainlang.journal.jsonl import idempotency_key
 
     ran = run(tmp_path, "steps: [{test.send: {to: x}}]\n")
     run_id = ran.records[0]["run_id"]

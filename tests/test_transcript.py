@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from chainlang.runtime.transcript import (
+from chainlang.journal.jsonl import (
     RECORD_TYPES,
     Transcript,
     TranscriptError,
@@ -511,7 +511,7 @@ def test_sigkill_loses_no_written_line(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import os, signal, sys
-        from chainlang.runtime.transcript import TranscriptWriter
+        from chainlang.journal.jsonl import TranscriptWriter
         w = TranscriptWriter(sys.argv[1], "killed-run")
         w.write("run_started", chain="c.yaml")
         for i in range(int(sys.argv[2]) - 1):
@@ -560,7 +560,7 @@ def _expected_key(run_id: str, step: str, attempt: int) -> str:
 
 def test_idempotency_key_is_the_same_in_another_process() -> None:
     out = subprocess.run(
-        [sys.executable, "-c", "from chainlang.runtime.transcript import idempotency_key as k; print(k('run-1', '3.1', 2))"],
+        [sys.executable, "-c", "from chainlang.journal.jsonl import idempotency_key as k; print(k('run-1', '3.1', 2))"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -24,7 +24,7 @@ def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, An
     names every problem (unknown or missing inputs, invalid values)."""
     from chainlang.api import UsageError
     from chainlang.runtime.decide import validate_params
-    from chainlang.runtime.transcript import _find_non_json
+    from chainlang.journal.jsonl import _find_non_json
     from chainlang.suggest import did_you_mean
 
     problems: list[str] = []

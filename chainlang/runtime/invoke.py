@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from chainlang.runtime.context import RunContext
 from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, error_of
 from chainlang.runtime.state import StepClock
-from chainlang.runtime.transcript import idempotency_key
+from chainlang.journal.jsonl import idempotency_key
 
 if TYPE_CHECKING:
     from chainlang.runtime.events import EventRuntime

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from chainlang.journal.lock import RunLock
     from chainlang.journal.records import Record
     from chainlang.runtime.replay import Replay
-    from chainlang.runtime.transcript import Transcript
+    from chainlang.journal.jsonl import Transcript
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.config import ProjectConfig
     from chainlang.registry.registry import Registry
@@ -303,7 +303,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
                          notify: Callable[[str], None] | None, decider: Any,
                          on_transcript: Callable[[Path], None] | None) -> RunResult:
     from chainlang.journal.records import RecordError
-    from chainlang.runtime.transcript import TranscriptError, read_transcript
+    from chainlang.journal.jsonl import TranscriptError, read_transcript
 
     file = _recorded_chain_file(where)
     config_dir = Path(file).parent
@@ -447,7 +447,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     from chainlang.journal.records import RunFinished, RunStarted, decode
     from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked
     from chainlang.runtime.state import RunState
-    from chainlang.runtime.transcript import TranscriptWriter
+    from chainlang.journal.jsonl import TranscriptWriter
     from chainlang.runtime.walk import ChainRun
 
     made_here = decider is None  # then the run closes it (a model's pooled connections); a given one is the caller's

@@ -37,7 +37,7 @@ from chainlang.runtime.outcomes import (
     short,
 )
 from chainlang.runtime.scope import Rec, Scope
-from chainlang.runtime.transcript import _find_non_json, _is_plain_json
+from chainlang.journal.jsonl import _find_non_json, _is_plain_json
 
 if TYPE_CHECKING:
     from chainlang.compile import GraphNode

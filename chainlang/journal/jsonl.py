@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from chainlang.journal.integrity import GENESIS, seal, split_sealed, mac_of
 
-from chainlang.journal.records import fields
+from chainlang.journal.records import RECORD_TYPES, RecordError, decode, fields
 
 if TYPE_CHECKING:
     from chainlang.journal.lock import Head, RunLock
@@ -85,18 +85,6 @@ __all__ = [
     "read_transcript",
 ]
 
-RECORD_TYPES: frozenset[str] = frozenset(
-    {
-        "run_started",
-        "step_started",
-        "step_progress",
-        "decide",
-        "hook_fired",
-        "step_finished",
-        "run_finished",
-        "clock",
-    }
-)
 
 _STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
 # the lines that come before an action: the head moves to them (see chainlang.journal.lock)
@@ -390,7 +378,7 @@ class TranscriptWriter:
         if _RESERVED_FIELDS.intersection(fields):
             bad = sorted(_RESERVED_FIELDS.intersection(fields))
             raise ValueError(f"{type} record: {', '.join(bad)} is set by the writer, not a field")
-        _check_required(type, fields)
+        decode({**fields, "type": type})  # the one codec says what a record of this type holds
         with self._lock:
             fd = self._fd
             if fd is None:
@@ -476,21 +464,6 @@ def _to_utf8(line: str, record: dict[str, Any]) -> bytes:
         return (
             json.dumps(record, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n"
         ).encode("ascii")
-
-
-def _check_required(type: str, fields: dict[str, Any]) -> None:
-    if type in _STEP_TYPES:
-        required: tuple[str, ...] = ("step", "event")
-    elif type == "decide":
-        required = ("step",)
-    elif type == "clock":
-        required = ("value",)
-    else:
-        return
-    for name in required:
-        value = fields.get(name)
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{type} record needs {name!r}: a non-empty string")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -647,8 +620,8 @@ def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
     if not isinstance(value.get("ts"), str):
         raise TranscriptError(f"{where}: {kind} record without a string ts")
     try:
-        _check_required(kind, value)
-    except ValueError as exc:
+        decode(value)
+    except RecordError as exc:
         raise TranscriptError(f"{where}: {exc}") from None
     return value
 
