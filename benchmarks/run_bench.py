@@ -121,7 +121,7 @@ async def chainlang_run(chain: Path, transcript: Path, steps: int) -> Sample:
 
 
 def prepare_ms(chain: Path) -> float:
-    from chainlang.runtime.runner import prepare
+    from chainlang.runtime.prepare import prepare
 
     start = time.perf_counter()
     prepared = prepare(chain, [str(TOOLS)])

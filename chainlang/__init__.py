@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from chainlang.api import check_files, check_text
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.decorator import event
-    from chainlang.runtime.runner import RunResult, resume, resume_async, run, run_async
+    from chainlang.runtime.resume import resume, resume_async
+    from chainlang.runtime.runner import RunResult, run, run_async
 
 _LAZY = {
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
@@ -35,8 +36,8 @@ _LAZY = {
     "check_text": ("chainlang.api", "check_text"),
     "run": ("chainlang.runtime.runner", "run"),
     "run_async": ("chainlang.runtime.runner", "run_async"),
-    "resume": ("chainlang.runtime.runner", "resume"),
-    "resume_async": ("chainlang.runtime.runner", "resume_async"),
+    "resume": ("chainlang.runtime.resume", "resume"),
+    "resume_async": ("chainlang.runtime.resume", "resume_async"),
     "RunResult": ("chainlang.runtime.runner", "RunResult"),
 }
 

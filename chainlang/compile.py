@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal
 
 from chainlang.expr.ast import Ref
 from chainlang.model.bindings import ChainBindings
-from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, IfStep, Retry, Step, Value
+from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, Retry, Step, Value
 
 Resolve = Callable[[Ref], Any]
 Compiled = Callable[[Resolve], Any]

@@ -50,7 +50,7 @@ def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript
 
 def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: Sequence[str], skip: Sequence[str],
                    progress: str, color: bool | None) -> int:
-    from chainlang.runtime.runner import resume_async
+    from chainlang.runtime.resume import resume_async
 
     view = _progress(progress, color)
     return _drive(lambda announce: resume_async(transcript, tools=list(tools) or None, rerun=rerun, skip=skip,

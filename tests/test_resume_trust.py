@@ -168,7 +168,7 @@ def test_the_chain_hash_is_required(tmp_path: Path, spawned: list["subprocess.Po
     del records[0]["file_sha256"]
     rewrite(transcript, records, tmp_path)  # sealed again, as only a holder of the key could
     proc = cli("resume", "run.jsonl", "--tools", TOOLS, cwd=tmp_path)
-    assert "has no file_sha256" in one_error_line(proc)
+    assert "run.jsonl:1: run_started record needs 'file_sha256'" in one_error_line(proc)
     assert sends(tmp_path) == ["a"]
 
 

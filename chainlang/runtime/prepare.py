@@ -1,0 +1,160 @@
+"""Before a run: the chain file loaded, checked and compiled, with its project (config,
+registry, the named chains and `chain.run` files it may call, checked once each)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from chainlang.api import UsageError
+
+if TYPE_CHECKING:
+    from chainlang.api import LoadedFile
+    from chainlang.compile import ExecutionGraph
+    from chainlang.diagnostics import Diagnostic
+    from chainlang.registry.config import ProjectConfig
+    from chainlang.registry.registry import Registry
+
+
+@dataclass
+class Prepared:
+    """A checked, compiled chain and what running it needs."""
+
+    path: Path
+    graph: "ExecutionGraph | None"  # None when the chain has check errors: it must not run
+    registry: "Registry"
+    config: "ProjectConfig | None"
+    root: Path  # the project directory: chainlang.toml's, else the chain file's
+    diagnostics: list["Diagnostic"]
+    loader: "SubChains"
+    sources: dict[str, Any]
+    hooks: int  # hooks declared in the file (not run yet in this version)
+    digest: str  # sha256 of the chain file: a resume refuses a file that changed
+
+
+def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "Registry | None" = None) -> Prepared:
+    """Load, check and compile the chain at `path`. Raises UsageError for a path or tools
+    that cannot be used; check errors are in `diagnostics` (and `graph` is None)."""
+    from chainlang.api import context_files, default_registry, load_file
+    from chainlang.registry.config import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    from chainlang.api import file_kind
+
+    chain_path = Path(path)
+    if chain_path.is_dir():
+        raise UsageError(_not_a_chain_file(os.fspath(path)))
+    if not chain_path.is_file():
+        raise UsageError(f"{path}: not a regular file" if chain_path.exists() else f"{path}: no such chain file")
+    if file_kind(str(path)) == "hooks":
+        raise UsageError(f"{path} is a hooks file: it has no steps to run (hooks fire around the steps of a chain)")
+    start_dir = chain_path.parent
+    try:
+        config = find_project_config(start_dir)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    registry = registry if registry is not None else default_registry(tools, start_dir)
+    main = load_file(str(path))
+    context = context_files(start_dir, {os.path.realpath(path)})
+    diagnostics, project_registry, named = _check([main], registry, context)
+    root = config.root if config is not None else start_dir
+    loader = SubChains(registry, project_registry, named, context, root)
+    from chainlang.compile import compile_chain
+
+    failed = any(d.severity == "error" for d in diagnostics)
+    graph = None if failed else compile_chain(main.chain)
+    data = main.source.text.encode("utf-8", "surrogatepass")
+    return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, {main.path: main.source},
+                    len(main.chain.hooks),
+                    hashlib.sha256(data).hexdigest())
+
+
+def _not_a_chain_file(directory: str) -> str:
+    """The message for `chainlang run DIR`, naming a chain file in it when there is one."""
+    from chainlang.api import file_kind, is_chain_file
+
+    names: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in islice(entries, 10_000):
+                if is_chain_file(entry.name) and file_kind(entry.name) == "chain" and entry.is_file():
+                    names.append(entry.name)
+    except OSError:
+        pass
+    shown = directory.rstrip("/" + os.sep) or directory
+    if names:
+        names.sort()
+        more = f" ({len(names)} chain files there)" if len(names) > 1 else ""
+        hint = f", e.g. {names[0] if shown == '.' else os.path.join(shown, names[0])}{more}"
+    else:
+        hint = " (*.chain.yaml or *.chain.yml); there is none directly in it"
+    return f"{directory}: is a directory, not a chain file; give the path of one chain file{hint}"
+
+
+def _check(files: list["LoadedFile"], registry: "Registry", context: list["LoadedFile"]) -> tuple[list["Diagnostic"], "Registry", dict[str, "LoadedFile"]]:
+    from chainlang.api import check_project
+
+    diagnostics, project, project_registry = check_project(files, registry, context)
+    by_chain = {id(f.chain): f for f in files + context}
+    named = {name: by_chain[id(chain)] for name, chain in project.named.items() if id(chain) in by_chain}
+    return diagnostics, project_registry, named
+
+
+class SubChains:
+    """Finds, checks (once) and compiles the chains a run calls: named chains of the
+    project, and `chain.run` paths (relative to the calling chain, inside the project)."""
+
+    def __init__(self, registry: "Registry", project_registry: "Registry", named: dict[str, "LoadedFile"],
+                 context: list["LoadedFile"], root: Path) -> None:
+        self.registry = registry
+        self.project_registry = project_registry
+        self.named = named
+        self.context = context
+        self.root = root.resolve()
+        self.graphs: dict[str, "ExecutionGraph"] = {}
+
+    def __call__(self, target: str, caller: str) -> "ExecutionGraph":
+        from chainlang.api import is_chain_file, load_file
+        from chainlang.runtime.outcomes import ChainLoadError
+
+        if target in self.named:
+            loaded = self.named[target]
+            key = os.path.realpath(loaded.path)
+        else:
+            if not target:
+                raise ChainLoadError("chain.run needs a path")
+            candidate = (Path(caller).parent / target).resolve()
+            if not is_chain_file(candidate.name):
+                raise ChainLoadError(f"{target}: chain.run runs chain files (*.chain.yaml or *.chain.yml)")
+            if not candidate.is_relative_to(self.root):
+                raise ChainLoadError(f"{target}: outside the project ({self.root}); chain.run only runs the project's chains")
+            if not candidate.is_file():
+                raise ChainLoadError(f"{target}: no such chain file")
+            key = str(candidate)
+            if key in self.graphs:
+                return self.graphs[key]
+            try:
+                loaded = load_file(key)
+            except UsageError as exc:
+                raise ChainLoadError(str(exc)) from None
+        if key in self.graphs:
+            return self.graphs[key]
+        others = [f for f in self.context if os.path.realpath(f.path) != key]
+        diagnostics, registry, _ = _check([loaded], self.registry, others)
+        errors = [d for d in diagnostics if d.severity == "error"]
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more; run chainlang check {loaded.path})" if len(errors) > 1 else ""
+            raise ChainLoadError(f"{loaded.path}:{first.line}:{first.column}: {first.message}{more}")
+        from chainlang.compile import compile_chain
+
+        graph = compile_chain(loaded.chain)
+        self.graphs[key] = graph
+        return graph
+
+
+__all__ = ["Prepared", "SubChains", "prepare"]

@@ -1,0 +1,190 @@
+"""`chainlang resume`: continue a run from its transcript, once its integrity is shown
+(sealed lines, sealed head, the chain file's hash), holding the run's lock. Finished
+steps are not run again; the clock readings and decisions it recorded are reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from chainlang.api import UsageError
+from chainlang.runtime.prepare import prepare
+from chainlang.runtime.runner import RunResult, _execute, _project_key, _stderr, _take, parse_now, run_secrets
+
+if TYPE_CHECKING:
+    from chainlang.journal.jsonl import Transcript
+    from chainlang.journal.lock import RunLock
+    from chainlang.registry.registry import Registry
+    from chainlang.runtime.progress import ProgressView
+    from chainlang.runtime.replay import Replay
+
+
+async def resume_async(
+    transcript: str | os.PathLike[str],
+    *,
+    tools: Sequence[str] | None = None,
+    rerun: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    registry: "Registry | None" = None,
+    progress: "ProgressView | None" = None,
+    notify: Callable[[str], None] | None = None,
+    decider: Any = None,
+    on_transcript: Callable[[Path], None] | None = None,
+) -> RunResult:
+    """Continue the run recorded in `transcript`: finished steps are not run again; the
+    clock readings and decisions it recorded are reused."""
+    where = Path(transcript)
+    if where.is_dir():
+        raise UsageError(_not_a_transcript(os.fspath(transcript)))
+    if not where.is_file():
+        raise UsageError(f"{where}: no such transcript")
+    file = _recorded_chain_file(where)
+    if not Path(file).is_file():
+        raise UsageError(f"cannot resume: {where}: the chain file it ran, {file}, does not exist (any more)")
+    lock = _take(where, create=False)
+    try:
+        return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
+                                    on_transcript)
+    finally:
+        lock.release()
+
+
+async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | None, rerun: Iterable[str],
+                         skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
+                         notify: Callable[[str], None] | None, decider: Any,
+                         on_transcript: Callable[[Path], None] | None) -> RunResult:
+    from chainlang.journal.records import RecordError
+    from chainlang.journal.jsonl import TranscriptError, read_transcript
+
+    file = _recorded_chain_file(where)
+    config_dir = Path(file).parent
+    if lock.found is None:
+        raise UsageError(f"cannot resume: {where}.head is damaged, so records removed from the end of the transcript "
+                         "could not be found; the transcript cannot be trusted")
+    try:
+        recorded = read_transcript(where, key=_project_key(_project_root(config_dir), create=False), head=lock.found)
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except TranscriptError as exc:
+        raise UsageError(f"cannot resume: {exc}") from None
+    header = {k: v for k, v in recorded.started.items() if k not in ("type", "run_id", "seq", "ts")}
+    if recorded.finished is not None and recorded.finished.get("status") != "interrupted":
+        done = recorded.finished
+        return RunResult(recorded.run_id, str(done.get("status")), dict(done.get("outputs") or {}), done.get("error"),
+                         where, float(done.get("duration_ms") or 0), [])
+    digest = header.get("file_sha256")
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise UsageError(f"cannot resume: {where}: the run_started record has no file_sha256, so the chain file "
+                         "cannot be shown to be the one that ran")
+    # never import what the transcript names: tools come from --tools and the project's configuration
+    given_tools = list(tools or ())
+    recorded_tools = [str(t) for t in header.get("tools") or []]
+    if recorded_tools != given_tools:
+        shown = ", ".join(recorded_tools) or "none"
+        now = ", ".join(given_tools) or "none"
+        (notify or (progress.note if progress is not None else _stderr))(
+            f"note: the run was started with --tools {shown}; this resume uses --tools {now} (resume imports only "
+            "the tools it is given and those of chainlang.toml, never what a transcript names)")
+    prepared = prepare(file, given_tools, registry)
+    redactor = run_secrets(prepared.config)
+    if prepared.graph is None:
+        return RunResult(recorded.run_id, "invalid", diagnostics=prepared.diagnostics, transcript=where,
+                         sources=prepared.sources, secrets=redactor)
+    if digest != prepared.digest:
+        raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
+                         "the chain (start a new run instead)")
+    try:
+        replay = _replay_of(recorded, frozenset(rerun), frozenset(skip))
+    except RecordError as exc:
+        raise UsageError(f"cannot resume: {where}: {exc}") from None
+    unknown = [s for s in list(rerun) + list(skip) if s not in replay.started or s in replay.finished]
+    if unknown:
+        raise UsageError(f"--rerun/--skip {unknown[0]}: not a step that started and did not finish in this run")
+    pinned = parse_now(header["now"]) if isinstance(header.get("now"), str) else None
+    values = dict(header.get("inputs") or {})
+    resumed = {**header, "resumed": True, "tools": given_tools}
+    key = _project_key(prepared.root, create=False)
+    return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify, decider,
+                          on_transcript, key, lock, redactor)
+
+
+def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
+    """What resume needs of a verified transcript, as typed records."""
+    from chainlang.journal.records import Clock, Decide, StepFinished, StepStarted, decode
+    from chainlang.runtime.replay import Replay
+
+    replay = Replay(rerun=rerun, skip=skip)
+    for step, entry in recorded.steps.items():
+        started = decode(entry.started)
+        assert isinstance(started, StepStarted)
+        replay.started[step] = started
+        finished = decode(entry.finished) if entry.finished is not None else None
+        # a cancelled attempt was interrupted mid-call: resumed like one without an end
+        if isinstance(finished, StepFinished) and finished.status != "cancelled":
+            replay.finished[step] = finished
+    for step, decisions in recorded.decisions.items():
+        replay.decisions[step] = [d for d in map(decode, decisions) if isinstance(d, Decide)]
+    for rec in recorded.records:
+        if rec["type"] == "clock":
+            clock = decode(rec)
+            if isinstance(clock, Clock) and clock.step is not None:
+                replay.clock.setdefault(clock.step, []).append(clock.value)
+    return replay
+
+
+def _recorded_chain_file(where: Path) -> str:
+    """The chain file named by the first record (not trusted yet: it only says which
+    project's key verifies the transcript)."""
+    import json
+
+    try:
+        with open(where, "rb") as f:
+            first = f.readline(1 << 20)
+        record = json.loads(first.decode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"cannot resume: {where}:1: not a run_started record") from None
+    file = record.get("file") if isinstance(record, dict) and record.get("type") == "run_started" else None
+    if not isinstance(file, str) or not file:
+        raise UsageError(f"cannot resume: {where}:1: the run_started record names no chain file")
+    return file
+
+
+def _project_root(start: Path) -> Path:
+    from chainlang.registry.config import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    try:
+        config = find_project_config(start)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    return config.root if config is not None else start
+
+
+def _not_a_transcript(where: str) -> str:
+    """The message for `chainlang resume DIR`, naming the newest transcript in it when there is one."""
+    newest: tuple[float, str] | None = None
+    try:
+        with os.scandir(where) as entries:
+            for entry in islice(entries, 10_000):
+                if entry.name.endswith(".jsonl") and entry.is_file():
+                    stamp = entry.stat().st_mtime
+                    if newest is None or stamp > newest[0]:
+                        newest = (stamp, os.path.join(where.rstrip("/" + os.sep) or where, entry.name))
+    except OSError:
+        pass
+    hint = f", e.g. the newest one there: chainlang resume {newest[1]}" if newest else " (.chainlang/runs/RUN_ID.jsonl)"
+    return f"{where}: is a directory, not a transcript; give one transcript file{hint}"
+
+
+def resume(transcript: str | os.PathLike[str], **options: Any) -> RunResult:
+    """`resume_async` for code that has no event loop running."""
+    return asyncio.run(resume_async(transcript, **options))
+
+
+__all__ = ["resume", "resume_async"]
