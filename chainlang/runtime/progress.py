@@ -312,16 +312,19 @@ class _Formatter:
     def ok_text(self, rec: dict[str, Any]) -> str:
         """The uncoloured line of a step finished ok: the most frequent line, made directly
         (the same text as `finished(rec, "ok")`, in fewer calls)."""
+        return self.ok_line(rec.get("step"), rec.get("event"), rec.get("duration_ms"), rec.get("replayed"))
+
+    def ok_line(self, step: object, event: object, duration_ms: object, replayed: object) -> str:
+        """`ok_text` of a record with these fields."""
         clean = self.clean
-        step = clean(rec.get("step"), _MAX_NAME)
-        event = rec.get("event")
+        path = clean(step, _MAX_NAME)
         name = self._names.get(event) if type(event) is str else None
         if name is None:
             name = clean(event, _MAX_NAME)
             if type(event) is str and len(self._names) < 1024:  # a chain has few event names
                 self._names[event] = name
-        tail = "replayed" if rec.get("replayed") is True else _duration(rec.get("duration_ms"))
-        return f"{self._ok_symbol} {step} {name} {tail}" if tail else f"{self._ok_symbol} {step} {name}"
+        tail = "replayed" if replayed is True else _duration(duration_ms)
+        return f"{self._ok_symbol} {path} {name} {tail}" if tail else f"{self._ok_symbol} {path} {name}"
 
     def finished(self, rec: dict[str, Any], status: str) -> Line:
         if status == "ok":
@@ -379,21 +382,27 @@ class QuietProgress:
         pass
 
 
+# an ok line's fields, kept until its batch is written: step, event, duration_ms, replayed
+_OkFields = tuple[object, object, object, object]
+
+
 class PlainProgress:
     """One line per finished step, retry, progress message, decide answer, run start and finish.
 
     On a terminal every line is written and flushed at once. On a pipe or a file (what CI
     reads) lines are collected and written together, one write and one flush per batch:
-    when the oldest collected line is `FLUSH_INTERVAL` old (checked as lines come, and by a
-    small background thread when they stop coming), when `MAX_BUFFERED` lines are waiting,
-    at once for a failed step, a note, the run's start and finish, and on `close()`. Views
-    never closed are flushed when the interpreter exits (`atexit`); a process killed with
-    SIGKILL may lose the last fraction of a second of lines (the transcript has them all).
+    when the oldest collected line is `FLUSH_INTERVAL` old (checked as lines come, by a timer
+    of the event loop they come from, and by a watching thread when no loop can), when
+    `MAX_BUFFERED` lines are waiting, at once for a failed step, a note, the run's start and
+    finish, and on `close()`. The line of a step finished ok (most lines) is only formatted
+    when its batch is written. Views never closed are flushed when the interpreter exits
+    (`atexit`); a process killed with SIGKILL may lose the last fraction of a second of lines
+    (the transcript has them all).
     """
 
     FLUSH_INTERVAL = 0.1  # seconds: on a pipe or file, how long a line waits to be written
     WATCH_INTERVAL = 0.25  # seconds between two looks of the watching thread
-    MAX_BUFFERED = 4096  # lines collected at most before they are written, whatever the time
+    MAX_BUFFERED = 1024  # lines collected at most (~30 KB: a pipe holds 64 KB, so writes seldom wait for the reader)
     _MAX_TRACKED = 4096  # steps whose last progress line is remembered (bounds memory)
 
     def __init__(self, stream: TextIO, *, color: bool = False) -> None:
@@ -404,7 +413,7 @@ class PlainProgress:
         self._tty = _isatty(stream)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # ends the watching thread's wait at close()
-        self._pending: list[str] = []  # lines not written yet (pipe or file only)
+        self._pending: list[str | _OkFields] = []  # lines not written yet (pipe or file only)
         self._since = 0.0  # time.monotonic() when the oldest pending line came
         self._timer_loop: object = None  # the event loop whose timer will write the pending lines
         self._shown: dict[object, tuple[object, int]] = {}  # step -> (message, 10 % bucket) last shown
@@ -425,13 +434,15 @@ class PlainProgress:
     def record(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")
         if kind == "step_finished" and self._plain_ok and rec.get("status") == "ok":
-            # the most frequent record: its line is made outside the lock
+            # the most frequent record: its fields are kept, and its line made when the batch is
+            # written (many lines formatted in a row cost the run a fraction of one at a time)
             if not self._dead:
-                text = self._fmt.ok_text(rec)
+                step = rec.get("step")
+                fields = (step, rec.get("event"), rec.get("duration_ms"), rec.get("replayed"))
                 with self._lock:
                     if self._shown:
-                        self._shown.pop(rec.get("step"), None)
-                    self._write_line(text)
+                        self._shown.pop(step, None)
+                    self._write_line(fields)
             return
         if kind == "step_started" and rec.get("attempt") == 1:  # the first attempt shows nothing
             return
@@ -503,11 +514,14 @@ class PlainProgress:
             text = "".join([part for part, _ in line])
         self._write_line(text, flush=flush)
 
-    def _write_line(self, text: str, *, flush: bool = False) -> None:
-        """Write `text` as a line now (terminal) or collect it (pipe, file); the lock is held."""
+    def _write_line(self, text: str | _OkFields, *, flush: bool = False) -> None:
+        """Write `text` as a line now (terminal) or collect it (pipe, file); the lock is held.
+        `text` may be the fields of an ok line (`_Formatter.ok_line`), formatted when written."""
         if self._dead:
             return
         if self._tty:
+            if isinstance(text, tuple):
+                text = self._fmt.ok_line(*text)
             try:
                 self._stream.write(text + "\n")
                 self._stream.flush()
@@ -530,8 +544,9 @@ class PlainProgress:
         if not pending:
             return
         self._pending = []
+        ok_line = self._fmt.ok_line
         try:
-            self._stream.write("\n".join(pending) + "\n")
+            self._stream.write("\n".join([ok_line(*item) if isinstance(item, tuple) else item for item in pending]) + "\n")
             self._stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: the run goes on without a display
             self._dead = True
