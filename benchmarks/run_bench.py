@@ -10,7 +10,12 @@ Measured in one process, against baselines measured in the same run:
      1,000 and 2,000 nodes calling the same function. Targets: chainlang's per-step cost at
      most 0.10x LangGraph's, and its per-step cost at 10,000 steps at most 1.5x the cost at 100;
   2. a `parallel:` group of 1,000 no-op branches vs LangGraph's `Send` fan-out to 1,000
-     workers (target: at most 0.10x), with an asyncio TaskGroup doing the same calls as baseline.
+     workers (target: at most 0.10x), with an asyncio TaskGroup doing the same calls as baseline;
+  3. the CLI as CI runs it: `chainlang run` of a sequential chain of --cli-steps (10,000) steps in
+     a new process with stdout and stderr to a pipe, default progress (plain lines) vs
+     `--progress quiet`: per step, the run's own time (run_finished's duration_ms), the process's
+     CPU time from the opening of the transcript to its exit (Linux), and the whole process's.
+     Target: default progress within 1.2x of quiet per step.
 
 Checking and compiling the chain (`prepare`) happens before `run_started` and is not in the
 run figures; it is shown on its own. LangGraph is optional (pip install -e '.[bench]');
@@ -20,7 +25,7 @@ Next to each wall-clock figure is the process CPU time of the same work (for cha
 the moment the transcript is opened, just before `run_started`, to the return of `run_async`),
 which other processes on the machine disturb much less.
 
-Usage: python benchmarks/run_bench.py [--repeat 5] [--sizes 100,1000,2000,10000]
+Usage: python benchmarks/run_bench.py [--repeat 5] [--sizes 100,1000,2000,10000] [--cli-only]
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ import json
 import operator
 import os
 import platform
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -295,6 +303,108 @@ async def invoke(graph: Any, state: dict[str, Any], limit: int) -> tuple[Sample,
     return timer.sample, out
 
 
+# --------------------------------------------------------------------------- the CLI, output to a pipe
+
+
+@dataclass
+class CliSample:
+    run_ms: float  # run_finished's duration_ms
+    run_cpu_ms: float | None  # CPU time of the process from the transcript's opening to its exit (Linux)
+    wall_ms: float  # the whole process
+    cpu_ms: float  # the whole process: user + system
+
+
+def _process_cpu_ns(pid: int) -> int | None:
+    """CPU time so far of all threads of a running process (Linux /proc), in nanoseconds."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        total = 0
+        for task in tasks:
+            with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as stat:
+                total += int(stat.read().split()[0])
+        return total
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cli_run(chain: Path, transcript: Path, steps: int, quiet: bool) -> CliSample:
+    """`chainlang run CHAIN` in a new process, stdout and stderr read through pipes (as CI does).
+    The child's CPU time is read when it announces its transcript (just before `run_started`), so
+    that what comes after (the run, the last lines written, the exit) can be told from the start-up,
+    the check and the compilation before it."""
+    import threading
+
+    cmd = [sys.executable, "-m", "chainlang.cli", "run", str(chain), "--tools", str(TOOLS), "--transcript",
+           str(transcript)] + (["--progress", "quiet"] if quiet else [])
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
+    env["NO_COLOR"] = "1"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))  # type: ignore[union-attr]
+    reader.start()
+    lines: list[bytes] = []
+    at_open: int | None = None
+    for line in proc.stderr:
+        if at_open is None and line.startswith(b"transcript: "):
+            at_open = _process_cpu_ns(proc.pid)
+        lines.append(line)
+    reader.join()
+    returncode = proc.wait()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    expected = 1 if quiet else steps + 3  # transcript:, the run's start, a line per step, its finish
+    if returncode != 0 or len(lines) != expected:
+        raise RuntimeError(f"{chain.name} ({'quiet' if quiet else 'default progress'}): exit {returncode}, "
+                           f"{len(lines)} lines on stderr, expected {expected}: {lines[-3:]!r}")
+    last = json.loads(transcript.read_text(encoding="utf-8").splitlines()[-1])
+    transcript.unlink()
+    run_cpu = None if at_open is None else cpu * 1000 - at_open / 1e6
+    return CliSample(float(last["duration_ms"]), run_cpu, wall * 1000, cpu * 1000)
+
+
+def cli_bench(tmp: Path, steps: int, repeat: int) -> None:
+    chain = tmp / f"cli{steps}.chain.yaml"
+    chain.write_text(sequential_chain(steps), encoding="utf-8")
+    counter = iter(range(1_000_000))
+    samples: dict[bool, list[CliSample]] = {True: [], False: []}
+    cli_run(chain, tmp / "cli-warm.jsonl", steps, False)  # warm the file system caches
+    for _ in range(repeat):  # in turn, so that a change in the machine's load hits both modes alike
+        for quiet in (True, False):
+            samples[quiet].append(cli_run(chain, tmp / f"cli{next(counter)}.jsonl", steps, quiet))
+
+    def low(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return min(known) if known else None
+
+    def per_step(value: float | None) -> str:
+        return f"{'-':>10}" if value is None else f"{value * 1000 / steps:10.2f}"
+
+    print()
+    print(f"chainlang run through the CLI, stdout and stderr to a pipe (what CI sees), {steps:,} steps")
+    print(f"  {'':<34} {'run µs':>10} {'run cpu µs':>10} {'proc wall':>10} {'proc cpu':>10}   per step")
+    best: dict[bool, tuple[float, float | None]] = {}
+    for quiet in (True, False):
+        got = samples[quiet]
+        run, run_cpu = min(s.run_ms for s in got), low([s.run_cpu_ms for s in got])
+        best[quiet] = (run, run_cpu)
+        label = "--progress quiet" if quiet else "default progress (plain lines)"
+        median = statistics.median(s.run_ms for s in got) * 1000 / steps
+        print(f"  {label:<34} {per_step(run)} {per_step(run_cpu)} {per_step(min(s.wall_ms for s in got))} "
+              f"{per_step(min(s.cpu_ms for s in got))}   run median {median:.2f}")
+    print("  (run: run_finished's duration_ms; run cpu: the process's CPU time from the opening of the transcript,\n"
+          "   just before run_started, to its exit, so with the last lines written; proc: the whole process,\n"
+          "   with start-up, checking and compiling the chain)")
+    (quiet_run, quiet_cpu), (plain_run, plain_cpu) = best[True], best[False]
+    print(f"  {'default / quiet per step':<34} {plain_run / quiet_run:10.3f} "
+          + (f"{plain_cpu / quiet_cpu:10.3f}" if plain_cpu is not None and quiet_cpu is not None else f"{'-':>10}")
+          + f"   target <= 1.2: run {verdict(plain_run / quiet_run, 1.2)}"
+          + (f", run cpu {verdict(plain_cpu / quiet_cpu, 1.2)}" if plain_cpu is not None and quiet_cpu else ""))
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -333,6 +443,11 @@ async def main_async(args: argparse.Namespace) -> None:
 
     print(f"chainlang run benchmark: Python {platform.python_version()}, langgraph {lg or '-'}, "
           f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.2f}, best of {args.repeat} rounds")
+    if args.cli_only:
+        with tempfile.TemporaryDirectory(prefix="chainlang-bench-") as tmp_name:
+            cli_bench(Path(tmp_name), args.cli_steps, args.repeat)
+        print(f"\nload average {os.getloadavg()[0]:.2f} at the end; total {time.perf_counter() - started:.0f} s")
+        return
     if lg is None:
         print(MISSING_LANGGRAPH)
 
@@ -454,6 +569,8 @@ async def main_async(args: argparse.Namespace) -> None:
     if 1000 in chain and 10_000 in chain:
         ratio_line("per-step cost at 10,000 steps / at 1,000", *ratio(chain[10_000], 10_000, chain[1000], 1000),
                    None, "(no fixed per-run cost in either)")
+    with tempfile.TemporaryDirectory(prefix="chainlang-bench-") as tmp_name:
+        cli_bench(Path(tmp_name), args.cli_steps, args.repeat)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end; total {time.perf_counter() - started:.0f} s")
 
 
@@ -464,11 +581,16 @@ def main() -> None:
     parser.add_argument("--graph-sizes", default="1000,2000", help="LangGraph graph lengths (default 1000,2000)")
     parser.add_argument("--baseline-steps", type=int, default=2000, help="asyncio loop length (default 2000)")
     parser.add_argument("--branches", type=int, default=1000, help="fan-out width, 1 to 1024 (default 1000)")
+    parser.add_argument("--cli-steps", type=int, default=10_000,
+                        help="steps of the chain run through the CLI with output to a pipe (default 10000)")
+    parser.add_argument("--cli-only", action="store_true", help="only the CLI runs with output to a pipe")
     args = parser.parse_args()
     if not 1 <= args.branches <= 1024:
         parser.error("--branches: a parallel group runs 1 to 1024 branches at once")
     if args.repeat < 1:
         parser.error("--repeat: at least 1")
+    if args.cli_steps < 1:
+        parser.error("--cli-steps: at least 1")
 
     # An editable checkout under PYTHONDONTWRITEBYTECODE=1 would compile every module on
     # import; compile once so the figures measure what an installed wheel runs.

@@ -467,6 +467,118 @@ def test_records_from_several_threads() -> None:
     assert len(lines) == 2000 and all(re.fullmatch(r"✓ \d\.\d+ e 1\.0 ms", line) for line in lines)
 
 
+def test_ok_text_is_the_ok_line() -> None:
+    """The fast ok line (`ok_text`) says exactly what the general `finished(rec, "ok")` says."""
+    from chainlang.runtime.progress import _Formatter
+
+    names: list[object] = ["1", "2[0].1", "tools.now", "x" * 300, HOSTILE, "é", None, 42, ""]
+    durations: list[object] = [0.0, 0.42, 999.96, 61_000.0, -1.0, float("nan"), None, "3", 12]
+    for encoding in ("utf-8", "ascii", "latin-1"):
+        fmt = _Formatter(encoding)
+        for step in names:
+            for event in names:
+                for duration in durations:
+                    for replayed in (False, True):
+                        rec = {"type": "step_finished", "step": step, "event": event, "status": "ok",
+                               "duration_ms": duration, "replayed": replayed}
+                        assert fmt.ok_text(rec) == "".join(part for part, _ in fmt.finished(rec, "ok")), rec
+
+
+def test_pipe_lines_are_written_within_the_interval_by_the_loop() -> None:
+    """In an event loop (where the interpreter emits), a loop timer writes lines that no later
+    line flushed: a CI log shows a step's line while the next step is still running."""
+    import asyncio
+
+    stream = CountingStream()
+    view = PlainProgress(stream)
+    view.FLUSH_INTERVAL = 0.02
+    view.WATCH_INTERVAL = 3600.0  # only the loop's timer can write the line
+
+    async def main() -> bool:
+        view.record(big_run(1)[3])  # the step_finished line
+        assert stream.getvalue() == ""  # collected, not written yet
+        deadline = time.monotonic() + 30
+        while not stream.getvalue() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return stream.getvalue() == "✓ 1 tools.now 0.1 ms\n"
+
+    try:
+        assert asyncio.run(main())
+    finally:
+        view.close()
+
+
+def test_pipe_lines_are_written_by_the_watching_thread_without_a_loop() -> None:
+    stream = CountingStream()
+    view = PlainProgress(stream)
+    view.FLUSH_INTERVAL = 0.02
+    view.WATCH_INTERVAL = 0.02
+    view.record(big_run(1)[3])
+    deadline = time.monotonic() + 30
+    while not stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    view.close()
+    assert stream.getvalue() == "✓ 1 tools.now 0.1 ms\n"
+    assert stream.flushes == 1
+
+
+def test_a_view_never_closed_is_flushed_at_exit() -> None:
+    code = (
+        "import sys\n"
+        "from chainlang.runtime.progress import PlainProgress\n"
+        "view = PlainProgress(sys.stderr)\n"
+        "view.FLUSH_INTERVAL = view.WATCH_INTERVAL = 3600.0\n"
+        "for i in range(3):\n"
+        "    view.record({'type': 'step_finished', 'step': str(i), 'event': 'e', 'status': 'ok', 'duration_ms': 1.0})\n"
+        "print('exit', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          encoding="utf-8")
+    assert proc.returncode == 0 and proc.stdout == "exit\n", proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == ["✓ 0 e 1.0 ms", "✓ 1 e 1.0 ms", "✓ 2 e 1.0 ms"], proc.stderr
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signalled_cli_run_writes_its_collected_lines(tmp_path: Path, sig: str) -> None:
+    """`chainlang run` stopped by SIGTERM or SIGINT ends the run, which writes the lines the
+    plain view still holds (here it would hold them for an hour)."""
+    import os
+    import signal
+
+    tools = REPO / "tests" / "run" / "run_tools.py"
+    (tmp_path / "main.chain.yaml").write_text(
+        "steps:\n  - test.echo: {value: 1}\n  - test.echo: {value: 2}\n  - test.pid_once: {name: wait.pid}\n",
+        encoding="utf-8")
+    code = (
+        "import sys\n"
+        "from chainlang.runtime.progress import PlainProgress\n"
+        "PlainProgress.FLUSH_INTERVAL = PlainProgress.WATCH_INTERVAL = 3600.0\n"
+        "from chainlang.cli import main\n"
+        f"sys.argv = ['chainlang', 'run', 'main.chain.yaml', '--tools', {str(tools)!r}, '--transcript', 'run.jsonl']\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TERM")}
+    env.update(NO_COLOR="1", PYTHONIOENCODING="utf-8", PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    try:
+        marker = tmp_path / ".chainlang" / "state" / "wait.pid"
+        deadline = time.monotonic() + 60
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), proc.communicate(timeout=60)
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, out + err
+    lines = err.splitlines()
+    assert "✓ 1 test.echo" in " ".join(lines) and "✓ 2 test.echo" in " ".join(lines), err
+    assert any(line.startswith("run interrupted") for line in lines), err
+
+
 # -- rich -------------------------------------------------------------------------------
 
 

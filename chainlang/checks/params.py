@@ -78,7 +78,9 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
                 if not closed or name in props}
     missing: list[str] = []
     errors: list[Any] = []
-    if not _trivially_valid(schema, instance) and not (not opaque and _fast_valid(schema, instance)):
+    if not _trivially_valid(schema, instance) and not (
+        _fast_valid_with_templates(schema, instance, opaque) if opaque else _fast_valid(schema, instance)
+    ):
         from chainlang.schema_validation import iter_errors  # jsonschema is imported only when needed
 
         errors = iter_errors(_validator_for(schema), instance)
@@ -190,7 +192,7 @@ _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 _FAST: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
-def _fast_valid(schema: dict[str, Any], instance: dict[str, Any]) -> bool:
+def _fast_valid(schema: dict[str, Any], instance: Any) -> bool:
     """True when the exact fast check says the (all-literal) params are valid; jsonschema
     is then not needed. False means "ask jsonschema" (invalid, or a schema it cannot do)."""
     entry = _FAST.get(id(schema))
@@ -203,6 +205,28 @@ def _fast_valid(schema: dict[str, Any], instance: dict[str, Any]) -> bool:
         _FAST[id(schema)] = entry
     fast = entry[1]
     return fast is not None and bool(fast(instance))
+
+
+def _fast_valid_with_templates(schema: dict[str, Any], instance: dict[str, Any], opaque: set[str]) -> bool:
+    """True when jsonschema could only report errors under templated params (which are ignored):
+    a plain object schema (`type`, `properties`, `required`) whose required params are all given
+    and whose literal params pass the exact fast check of their property schemas. False means
+    "ask jsonschema". (The top-level `additionalProperties` is not validated: see `_validator`.)"""
+    if not schema.keys() <= _PLAIN_OBJECT_KEYS | {"required"} or schema.get("type", "object") != "object":
+        return False
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(props, dict) or not isinstance(required, list):
+        return False
+    if any(not isinstance(name, str) or name not in instance for name in required):
+        return False  # a missing param: jsonschema's `required` error makes the warning
+    for name, value in instance.items():
+        if name in opaque or name not in props:
+            continue
+        sub = props[name]
+        if not isinstance(sub, dict) or not _fast_valid(sub, value):
+            return False
+    return True
 
 
 def _validator_for(schema: dict[str, Any]) -> Any:

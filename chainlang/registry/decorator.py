@@ -33,6 +33,9 @@ from chainlang.registry.schemas import (
     schema_problem,
     type_schema,
 )
+from chainlang.registry.signature_schemas import NO_DEFAULT
+from chainlang.registry.signature_schemas import annotation_schema as fast_annotation_schema
+from chainlang.registry.signature_schemas import params_schema as fast_params_schema
 from chainlang.registry.spec import (
     EventSpec,
     accepts_ctx,
@@ -187,8 +190,6 @@ def _signature(fn: Callable[..., Any], label: str, localns: Mapping[str, Any] | 
 
 
 def _params_from_signature(signature: inspect.Signature, label: str) -> dict[str, Any]:
-    from pydantic import ConfigDict, create_model
-
     fields: dict[str, Any] = {}
     open_params = False
     for parameter in signature.parameters.values():
@@ -209,6 +210,23 @@ def _params_from_signature(signature: inspect.Signature, label: str) -> dict[str
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
 
+    # simple signatures without pydantic (the same schema, in microseconds instead of milliseconds)
+    schema = fast_params_schema(
+        (name, annotation, NO_DEFAULT if default is ... else default) for name, (annotation, default) in fields.items()
+    )
+    if schema is None:
+        schema = _params_with_pydantic(fields, label)
+    schema.setdefault("properties", {})
+    if open_params:  # **kwargs: any other param is accepted
+        schema.pop("additionalProperties", None)
+    else:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _params_with_pydantic(fields: dict[str, Any], label: str) -> dict[str, Any]:
+    from pydantic import ConfigDict, create_model
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. a param named `json` shadowing a BaseModel attribute
@@ -223,11 +241,6 @@ def _params_from_signature(signature: inspect.Signature, label: str) -> dict[str
             f"{label}: cannot derive a params schema from the signature: {type(exc).__name__}: {_first_line(exc)} "
             "(annotate params with JSON types, or pass params= a pydantic model or JSON Schema)"
         ) from None
-    schema.setdefault("properties", {})
-    if open_params:  # **kwargs: any other param is accepted
-        schema.pop("additionalProperties", None)
-    else:
-        schema["additionalProperties"] = False
     return schema
 
 
@@ -261,6 +274,9 @@ def _explicit_schema(value: object, label: str, what: str) -> dict[str, Any]:
 def _result_from_annotation(annotation: Any) -> dict[str, Any] | None:
     if annotation is inspect.Signature.empty or annotation is Any or annotation is object:
         return None
+    schema = fast_annotation_schema(annotation)  # simple annotations without pydantic
+    if schema is not None:
+        return None if is_uninformative(schema) else schema
     try:
         schema = type_schema(annotation)
     except Exception:  # a return type pydantic cannot describe: no result schema

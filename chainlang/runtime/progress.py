@@ -19,10 +19,12 @@ view:
 
   A stream whose encoding cannot carry the symbols gets ASCII ones (`+ x - ~ ... ? >`).
   Progress lines of one step are thinned out: a repeat is shown only when its message
-  changes or its fraction crosses another 10 %. The stream is flushed after every line on a
-  terminal; on a pipe or file only when a step fails, at the run's start and finish, on
-  `close()`, and when a second has passed since the last flush, so that `record()` costs a
-  few microseconds.
+  changes or its fraction crosses another 10 %. On a terminal each line is written and
+  flushed at once. On a pipe or file (CI) lines are collected and written in batches, one
+  write and one flush each, so that `record()` costs a few microseconds: a line waits at
+  most `PlainProgress.FLUSH_INTERVAL` (0.1 s; a background thread writes it when no later
+  line does), and the batch is written at once for a failed step, a note, the run's start
+  and finish, on `close()` and at interpreter exit.
 - `rich` (the default on a terminal): the same lines scroll above a live table of the
   running steps (their latest progress message, a bar, the elapsed time; a few rows and
   "+N more"), redrawn by a background thread at most ~10 times a second. rich is imported
@@ -45,12 +47,14 @@ are tolerated, and a stream that fails (closed pipe) silences the view instead o
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import math
 import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
@@ -248,6 +252,8 @@ class _Formatter:
         self._target = narrow or "utf-8"
         self._ellipsis = self.symbols["ellipsis"]
         self.secrets: Redactor | None = None  # the run's redaction service (`use_secrets`)
+        self._ok_symbol = self.symbols["ok"]
+        self._names: dict[str, str] = {}  # event name -> its clean() text, for ok_text
 
     def clean(self, value: object, limit: int = MAX_TEXT) -> str:
         """`value` as one visible line of at most `limit` characters that the stream can
@@ -320,9 +326,21 @@ class _Formatter:
         return f" {step} {event}", f" {tail}" if tail else ""
 
     def ok_text(self, rec: dict[str, Any]) -> str:
-        """The uncoloured line of a step finished ok: the most frequent line, made directly."""
-        head, tail = self._ok(rec)
-        return f"{self.symbols['ok']}{head}{tail}"
+        """The uncoloured line of a step finished ok: the most frequent line, made directly
+        (the same text as `finished(rec, "ok")`, in fewer calls)."""
+        return self.ok_line(rec.get("step"), rec.get("event"), rec.get("duration_ms"), rec.get("replayed"))
+
+    def ok_line(self, step: object, event: object, duration_ms: object, replayed: object) -> str:
+        """`ok_text` of a record with these fields."""
+        clean = self.clean
+        path = clean(step, _MAX_NAME)
+        name = self._names.get(event) if type(event) is str else None
+        if name is None:
+            name = clean(event, _MAX_NAME)
+            if type(event) is str and len(self._names) < 1024:  # a chain has few event names
+                self._names[event] = name
+        tail = "replayed" if replayed is True else _duration(duration_ms)
+        return f"{self._ok_symbol} {path} {name} {tail}" if tail else f"{self._ok_symbol} {path} {name}"
 
     def finished(self, rec: dict[str, Any], status: str) -> Line:
         if status == "ok":
@@ -385,20 +403,40 @@ class QuietProgress:
         pass
 
 
-class PlainProgress:
-    """One line per finished step, retry, progress message, decide answer, run start and finish."""
+# an ok line's fields, kept until its batch is written: step, event, duration_ms, replayed
+_OkFields = tuple[object, object, object, object]
 
-    FLUSH_INTERVAL = 1.0  # seconds: a pipe sees the lines at least this often while records come
+
+class PlainProgress:
+    """One line per finished step, retry, progress message, decide answer, run start and finish.
+
+    On a terminal every line is written and flushed at once. On a pipe or a file (what CI
+    reads) lines are collected and written together, one write and one flush per batch:
+    when the oldest collected line is `FLUSH_INTERVAL` old (checked as lines come, by a timer
+    of the event loop they come from, and by a watching thread when no loop can), when
+    `MAX_BUFFERED` lines are waiting, at once for a failed step, a note, the run's start and
+    finish, and on `close()`. The line of a step finished ok (most lines) is only formatted
+    when its batch is written. Views never closed are flushed when the interpreter exits
+    (`atexit`); a process killed with SIGKILL may lose the last fraction of a second of lines
+    (the transcript has them all).
+    """
+
+    FLUSH_INTERVAL = 0.1  # seconds: on a pipe or file, how long a line waits to be written
+    WATCH_INTERVAL = 0.25  # seconds between two looks of the watching thread
+    MAX_BUFFERED = 1024  # lines collected at most (~30 KB: a pipe holds 64 KB, so writes seldom wait for the reader)
     _MAX_TRACKED = 4096  # steps whose last progress line is remembered (bounds memory)
 
     def __init__(self, stream: TextIO, *, color: bool = False) -> None:
         self._stream = stream
-        self._write = stream.write
         self._fmt = _Formatter(getattr(stream, "encoding", None))
         self._color = color
+        self._plain_ok = not color  # an ok line is made as one string (ok_text)
         self._tty = _isatty(stream)
         self._lock = threading.Lock()
-        self._last_flush = time.monotonic()
+        self._wake = threading.Condition(self._lock)  # ends the watching thread's wait at close()
+        self._pending: list[str | _OkFields] = []  # lines not written yet (pipe or file only)
+        self._since = 0.0  # time.monotonic() when the oldest pending line came
+        self._timer_loop: object = None  # the event loop whose timer will write the pending lines
         self._shown: dict[object, tuple[object, int]] = {}  # step -> (message, 10 % bucket) last shown
         self._dead = False
         self._handlers: dict[object, Callable[[dict[str, Any]], None]] = {
@@ -409,13 +447,31 @@ class PlainProgress:
             "run_started": self._run_started,
             "run_finished": self._run_finished,
         }
+        if not self._tty:
+            _UNCLOSED.add(self)
+            # started now rather than with the first line, so that its start costs the run nothing
+            threading.Thread(target=self._watch, name="chainlang-progress-watch", daemon=True).start()
 
     def use_secrets(self, redactor: Redactor) -> None:
         """Mask the run's secrets in every line."""
         self._fmt.secrets = redactor
 
     def record(self, rec: dict[str, Any]) -> None:
-        handler = self._handlers.get(rec.get("type"))
+        kind = rec.get("type")
+        if kind == "step_finished" and self._plain_ok and rec.get("status") == "ok":
+            # the most frequent record: its fields are kept, and its line made when the batch is
+            # written (many lines formatted in a row cost the run a fraction of one at a time)
+            if not self._dead:
+                step = rec.get("step")
+                fields = (step, rec.get("event"), rec.get("duration_ms"), rec.get("replayed"))
+                with self._lock:
+                    if self._shown:
+                        self._shown.pop(step, None)
+                    self._write_line(fields)
+            return
+        if kind == "step_started" and rec.get("attempt") == 1:  # the first attempt shows nothing
+            return
+        handler = self._handlers.get(kind)
         if handler is not None and not self._dead:
             with self._lock:
                 handler(rec)
@@ -430,6 +486,8 @@ class PlainProgress:
             if not self._dead:
                 self._flush()
             self._dead = True
+            self._wake.notify_all()  # the watching thread ends
+        _UNCLOSED.discard(self)
 
     # -- handlers (called with the lock held) ------------------------------------------
 
@@ -481,24 +539,105 @@ class PlainProgress:
             text = "".join([part for part, _ in line])
         self._write_line(text, flush=flush)
 
-    def _write_line(self, text: str, *, flush: bool = False) -> None:
+    def _write_line(self, text: str | _OkFields, *, flush: bool = False) -> None:
+        """Write `text` as a line now (terminal) or collect it (pipe, file); the lock is held.
+        `text` may be the fields of an ok line (`_Formatter.ok_line`), formatted when written."""
+        if self._dead:
+            return
+        if self._tty:
+            if isinstance(text, tuple):
+                text = self._fmt.ok_line(*text)
+            try:
+                self._stream.write(text + "\n")
+                self._stream.flush()
+            except (OSError, ValueError):  # a closed stream: the run goes on without a display
+                self._dead = True
+            return
+        pending = self._pending
+        now = time.monotonic()
+        if not pending:
+            self._since = now
+            if not flush:
+                self._arm(now)
+        pending.append(text)
+        if flush or now - self._since >= self.FLUSH_INTERVAL or len(pending) >= self.MAX_BUFFERED:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the collected lines with one write and one flush; the lock is held."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        ok_line = self._fmt.ok_line
         try:
-            self._write(text + "\n")
-            if flush or self._tty:
-                self._flush()
-            else:
-                now = time.monotonic()
-                if now - self._last_flush >= self.FLUSH_INTERVAL:
-                    self._flush(now)
+            self._stream.write("\n".join([ok_line(*item) if isinstance(item, tuple) else item for item in pending]) + "\n")
+            self._stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: the run goes on without a display
             self._dead = True
 
-    def _flush(self, now: float | None = None) -> None:
-        try:
-            self._stream.flush()
-        except (OSError, ValueError):
-            self._dead = True
-        self._last_flush = time.monotonic() if now is None else now
+    def _arm(self, now: float) -> None:
+        """A first line waits: make sure something writes it `FLUSH_INTERVAL` from `now` if no
+        later line does. In an event loop's thread (where the interpreter emits) that is a
+        timer of the loop, which costs the run no thread switch; elsewhere the watching
+        thread does it. The lock is held."""
+        loop = _running_loop()
+        if loop is None or loop is self._timer_loop:  # no loop here, or its timer is set already
+            return
+        self._timer_loop = loop
+        loop.call_at(now + self.FLUSH_INTERVAL, self._on_timer, loop)
+
+    def _on_timer(self, loop: object) -> None:
+        """The loop's timer: write the lines that have waited long enough, or wait for the
+        batch that came since."""
+        with self._lock:
+            if self._timer_loop is not loop:
+                return
+            self._timer_loop = None
+            if self._dead or not self._pending:
+                return
+            now = time.monotonic()
+            if now - self._since >= self.FLUSH_INTERVAL:
+                self._flush()
+            else:
+                self._arm(self._since)
+
+    def _watch(self) -> None:
+        """The watching thread: writes lines that have waited `FLUSH_INTERVAL` when no line
+        and no loop timer wrote them (records from other threads, a loop blocked by a tool).
+        It looks every `WATCH_INTERVAL` and is never woken for a line: waking a thread
+        takes the GIL from the run."""
+        wake = self._wake
+        with wake:
+            while not self._dead:
+                if self._pending and time.monotonic() - self._since >= self.FLUSH_INTERVAL:
+                    self._flush()
+                wake.wait(self.WATCH_INTERVAL)
+
+    def _flush_at_exit(self) -> None:
+        # the lock may be held by a thread that the exit stopped mid-write: do not wait for ever
+        if self._lock.acquire(timeout=1.0):
+            try:
+                if not self._dead:
+                    self._flush()
+            finally:
+                self._lock.release()
+
+
+def _running_loop() -> Any:
+    """The event loop running in this thread, or None (asyncio is imported only if in use)."""
+    asyncio = sys.modules.get("asyncio")
+    return None if asyncio is None else asyncio.events._get_running_loop()
+
+
+# plain views on a pipe or file that were not closed: their collected lines are written at exit
+_UNCLOSED: weakref.WeakSet[PlainProgress] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_unclosed_views() -> None:
+    for view in list(_UNCLOSED):
+        view._flush_at_exit()
 
 
 class _Running:
