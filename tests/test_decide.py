@@ -37,7 +37,7 @@ from chainlang.runtime.decide import (
     repair_params,
     validate_params,
 )
-from chainlang.schema_validation import validator_for
+from chainlang.schemas.safe import validator_for
 from tests.journal_util import cut_after
 
 SCHEMA: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""The schemas of simple signatures built without pydantic (chainlang/registry/signature_schemas.py)
+"""The schemas of simple signatures built without pydantic (chainlang/schemas/signatures.py)
 are exactly those of the pydantic path: equal, with the keys in the same order.
 
 Every case is built both ways: `params_schema` against `model_schema(create_model(...))` (what
@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from typing_extensions import Annotated, TypedDict
 
 from chainlang.registry.decorator import build_spec
-from chainlang.registry.schemas import model_schema, type_schema
-from chainlang.registry.signature_schemas import NO_DEFAULT, PYDANTIC_NAMES, annotation_schema, params_schema
+from chainlang.schemas.from_python import model_schema, type_schema
+from chainlang.schemas.signatures import NO_DEFAULT, PYDANTIC_NAMES, annotation_schema, params_schema
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chainlang.registry import stdlib_specs
-from chainlang.schema_fastpath import compile_fast_check
-from chainlang.schema_validation import validator_for
+from chainlang.schemas.fast import compile_fast_check
+from chainlang.schemas.safe import validator_for
 
 # CHAINLANG_FUZZ_EXAMPLES=20000 for a long local run
 EXAMPLES = int(os.environ.get("CHAINLANG_FUZZ_EXAMPLES", "1000"))

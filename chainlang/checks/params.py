@@ -8,13 +8,13 @@ known, allowing the coercions the embedded decider performs ("3" → 3, x → [x
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from chainlang import rules
 from chainlang.checks.base import CheckContext, suggestion
 from chainlang.expr import types as T
 from chainlang.model.nodes import EventStep, Hook, walk_steps
+from chainlang.schemas.cache import entry
 
 RULES = (rules.PARAM_SCHEMA, rules.MISSING_PARAM)
 
@@ -55,10 +55,10 @@ def check_hook_set(ctx: CheckContext, hook: Hook) -> None:
             literal[name] = value.data
     if not literal:
         return
-    from chainlang.schema_validation import iter_errors, validator_for
+    from chainlang.schemas.safe import iter_errors
 
     for name, data in literal.items():
-        for error in iter_errors(validator_for(props[name]), data):
+        for error in iter_errors(entry(props[name]).validator, data):
             value_node = hook.set[name].node
             ctx.report(rules.PARAM_SCHEMA, f"set: param '{name}' of {spec.name}: {_message(error)}", value_node or hook.set_node)
             break
@@ -81,7 +81,7 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
     if not _trivially_valid(schema, instance) and not (
         _fast_valid_with_templates(schema, instance, opaque) if opaque else _fast_valid(schema, instance)
     ):
-        from chainlang.schema_validation import iter_errors  # jsonschema is imported only when needed
+        from chainlang.schemas.safe import iter_errors  # jsonschema is imported only when needed
 
         errors = iter_errors(_validator_for(schema), instance)
     for error in errors:
@@ -134,7 +134,7 @@ _PLACEHOLDER = _Placeholder()
 
 
 def _message(error: Any) -> str:
-    from chainlang.schema_validation import json_kind
+    from chainlang.schemas.safe import json_kind
 
     if error.validator == "type":
         expected = error.validator_value
@@ -186,24 +186,13 @@ def _incompatible(produced: Any, expected: list[str]) -> str | None:
     return None
 
 
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
-
-
-_FAST: dict[int, tuple[dict[str, Any], Any]] = {}
+_STRIPPED: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
 def _fast_valid(schema: dict[str, Any], instance: Any) -> bool:
     """True when the exact fast check says the (all-literal) params are valid; jsonschema
     is then not needed. False means "ask jsonschema" (invalid, or a schema it cannot do)."""
-    entry = _FAST.get(id(schema))
-    if entry is None or entry[0] is not schema:
-        from chainlang.schema_fastpath import compile_fast_check
-
-        if len(_FAST) > 4096:
-            _FAST.clear()
-        entry = (schema, compile_fast_check(schema))
-        _FAST[id(schema)] = entry
-    fast = entry[1]
+    fast = entry(schema).fast
     return fast is not None and bool(fast(instance))
 
 
@@ -230,31 +219,15 @@ def _fast_valid_with_templates(schema: dict[str, Any], instance: dict[str, Any],
 
 
 def _validator_for(schema: dict[str, Any]) -> Any:
-    """The validator of a registry schema; schemas are shared objects, so look up by identity first
-    (the entry keeps the schema alive, so its id cannot be reused)."""
-    entry = _VALIDATORS.get(id(schema))
-    if entry is None or entry[0] is not schema:
-        if len(_VALIDATORS) > 4096:  # a long-lived process checking many projects
-            _VALIDATORS.clear()
-        entry = (schema, _validator(_schema_key(schema)))
-        _VALIDATORS[id(schema)] = entry
-    return entry[1]
-
-
-def _schema_key(schema: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(schema, sort_keys=True)
-
-
-@lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Any:
-    """One validator per distinct schema, built once. Unknown params are reported above,
-    with a did-you-mean, so the top-level additionalProperties is left out here."""
-    import json
-
-    from chainlang.schema_validation import validator_for
-
-    schema = json.loads(schema_json)
-    schema.pop("additionalProperties", None)
-    return validator_for(schema)
+    """The validator of a registry schema, without its top-level additionalProperties:
+    unknown params are reported above, with a did-you-mean. The stripped schema's entry is
+    in the one cache (chainlang.schemas.cache); this maps the registry's shared schema
+    object to it (the entry keeps the schema alive, so its id cannot be reused)."""
+    found = _STRIPPED.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_STRIPPED) > 4096:  # a long-lived process checking many projects
+            _STRIPPED.clear()
+        stripped = {k: v for k, v in schema.items() if k != "additionalProperties"}
+        found = (schema, entry(stripped).validator)
+        _STRIPPED[id(schema)] = found
+    return found[1]

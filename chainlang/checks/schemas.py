@@ -17,7 +17,8 @@ def check(ctx: CheckContext) -> None:
     from jsonschema.exceptions import SchemaError, best_match
 
     from chainlang.loader import node_at
-    from chainlang.schema_validation import iter_errors, schema_problems, validator_for
+    from chainlang.schemas.cache import entry
+    from chainlang.schemas.safe import iter_errors, schema_problems
 
     def valid(schema: Any, node: Any, fallback: Any, what: str) -> bool:
         try:
@@ -41,7 +42,7 @@ def check(ctx: CheckContext) -> None:
 
     for spec in ctx.chain.inputs.values():
         if valid(spec.schema, spec.schema_node, spec.node, f"the schema of input '{spec.name}'") and "default" in spec.schema:
-            errors = iter_errors(validator_for(spec.schema), spec.schema["default"])
+            errors = iter_errors(entry(spec.schema).validator, spec.schema["default"])
             if errors:
                 default = node_at(spec.schema_node, ["default"]) if spec.schema_node is not None else None
                 ctx.report(rules.BAD_SCHEMA, f"the default of input '{spec.name}' does not fit its schema: {errors[0].message}",

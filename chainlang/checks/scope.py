@@ -16,7 +16,7 @@ from chainlang import rules
 from chainlang.diagnostics import Rule
 from chainlang.expr import types as T
 from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
-from chainlang.loader import AnyNode, ScalarNode
+from chainlang.loader import AnyNode
 from chainlang.model.bindings import Binding, ChainBindings
 from chainlang.model.nodes import (
     BlockStep,

@@ -26,16 +26,16 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from chainlang.registry.schemas import (
+from chainlang.schemas.from_python import (
     is_pydantic_model,
     is_uninformative,
     model_schema,
     schema_problem,
     type_schema,
 )
-from chainlang.registry.signature_schemas import NO_DEFAULT
-from chainlang.registry.signature_schemas import annotation_schema as fast_annotation_schema
-from chainlang.registry.signature_schemas import params_schema as fast_params_schema
+from chainlang.schemas.signatures import NO_DEFAULT
+from chainlang.schemas.signatures import annotation_schema as fast_annotation_schema
+from chainlang.schemas.signatures import params_schema as fast_params_schema
 from chainlang.registry.spec import (
     EventSpec,
     accepts_ctx,

@@ -63,18 +63,8 @@ def prepare_event(registry: "Registry", name: str) -> EventRuntime:
 
 
 def schema_checker(schema: dict[str, Any]) -> Callable[[Any], list[str]]:
-    """`check(value)` → the validation messages (empty when valid). A compiled exact fast
-    path answers "valid" for the common schemas; jsonschema explains what is not."""
-    from chainlang.runtime.decide import validate_params
-    from chainlang.schema_fastpath import compile_fast_check
+    """`check(value)` → the validation messages (empty when valid): the exact fast check
+    answers "valid" for the common schemas; jsonschema explains what is not."""
+    from chainlang.schemas.cache import checker
 
-    fast = compile_fast_check(schema)
-    if fast is None:
-        return lambda value: validate_params(schema, value)
-    is_valid = fast
-
-    def check(value: Any) -> list[str]:
-        if is_valid(value):
-            return []
-        return validate_params(schema, value)
-    return check
+    return checker(schema)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from chainlang.schema_validation import iter_errors, validator_for
+from chainlang.schemas.cache import entry, messages
 
 __all__ = [
     "ACTIONS",
@@ -181,45 +180,16 @@ class DeciderConfigError(DecideError):
 
 
 def validate_params(schema: dict[str, Any], params: Any) -> list[str]:
-    """The validation messages of `params` against `schema` (draft-07, no fetching,
-    RE2 patterns), sorted by location; empty when they are valid. A message names its
-    location first (`days: 'three' is not of type 'integer'`), except at the top."""
-    try:
-        validator = _validator(_schema_key(schema))
-        errors = iter_errors(validator, params)
-    except Exception as exc:  # a schema jsonschema cannot work with: report, never crash the run
-        return [shorten(f"the params schema cannot be used: {type(exc).__name__}: {exc}", MAX_MESSAGE)]
-    messages: list[tuple[str, str]] = []
-    for error in errors:
-        where = location(list(error.absolute_path))
-        text = shorten(one_line(error.message), MAX_MESSAGE)
-        messages.append((where, f"{where}: {text}" if where else text))
-    return [text for _, text in sorted(set(messages))]
-
-
-def _schema_key(schema: dict[str, Any]) -> str:
-    return json.dumps(schema, sort_keys=True, default=str)
-
-
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    return validator_for(json.loads(schema_json))
-
-
-def location(path: list[Any]) -> str:
-    """A JSON path as messages show it: `filter.due`, `slots[0].n` (empty at the top)."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
+    """The validation messages of `params` against `schema` (draft-07, no fetching, RE2
+    patterns), sorted by location; empty when they are valid (chainlang.schemas.cache)."""
+    return messages(schema, params)
 
 
 def decision_problems(answer: Any) -> list[str]:
     """Why `answer` is not one of the three decisions (empty when it is one)."""
-    return [one_line(error.message) for error in iter_errors(_validator(_schema_key(DECISION_SCHEMA)), answer)]
+    from chainlang.schemas.safe import iter_errors
+
+    return [one_line(error.message) for error in iter_errors(entry(DECISION_SCHEMA).validator, answer)]
 
 
 # -- text helpers (shared by the deciders) ----------------------------------------------

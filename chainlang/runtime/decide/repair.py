@@ -9,8 +9,9 @@ import math
 import re
 from typing import Any
 
-from chainlang.runtime.decide.decision import location, show_value
-from chainlang.schema_validation import json_kind
+from chainlang.runtime.decide.decision import show_value
+from chainlang.schemas.cache import location
+from chainlang.schemas.safe import json_kind
 
 __all__ = ["repair_params"]
 

@@ -30,7 +30,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from chainlang.registry.schemas import Schema, to_draft7
+from chainlang.schemas.from_python import Schema, to_draft7
 
 __all__ = ["NO_DEFAULT", "annotation_schema", "params_schema"]
 

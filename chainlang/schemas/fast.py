@@ -3,7 +3,7 @@
 `validator.is_valid(x)` costs ~15 µs even for a tiny schema, most of it
 jsonschema's per-keyword machinery; a step's whole budget is ~20 µs. So a
 schema that uses only the keywords below is compiled, once, into nested
-closures whose answer is the same as `schema_validation.validator_for(schema)
+closures whose answer is the same as `chainlang.schemas.safe.validator_for(schema)
 .is_valid(value)` for every JSON value. Anything else (`$ref`, `multipleOf`,
 `patternProperties`, unknown keywords, malformed keyword values, a schema
 nested more than `max_depth` subschemas deep) gives None: use jsonschema.
@@ -349,7 +349,7 @@ _NUMERIC: dict[str, Callable[[int | float], Check]] = {
 
 
 def _pattern(pattern: Any) -> Check:
-    # the same RE2 compilation as schema_validation's `pattern`, done once here instead of per value
+    # the same RE2 compilation as chainlang.schemas.safe's `pattern`, done once here instead of per value
     from chainlang.expr.evaluate import compile_regex
 
     if not isinstance(pattern, str):
