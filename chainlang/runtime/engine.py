@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, NoReturn, Protocol
 from chainlang.compile import ExecutionGraph, GraphNode, copy_json
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
+from chainlang.runtime.calls import GRACE, Call, Watch, guarded, in_thread
 from chainlang.runtime.context import Clock, RunContext
 from chainlang.runtime.scope import Binder, Rec, Scope
 from chainlang.runtime.transcript import _find_non_json, _is_plain_json, idempotency_key
@@ -148,6 +149,15 @@ class StepClock:
         return value
 
 
+class _AskedClock:
+    """The run's clock for a tool running in a worker thread: read on the event loop."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, now: Callable[[], Any]) -> None:
+        self.now = now
+
+
 @dataclass
 class EventRuntime:
     """One event as the interpreter calls it, prepared once per run (not per step)."""
@@ -156,7 +166,6 @@ class EventRuntime:
     func: Callable[..., Any] | None
     is_async: bool
     accepts_ctx: bool
-    blocking: bool
     check_params: Callable[[Any], list[str]]
     check_result: Callable[[Any], list[str]] | None
 
@@ -516,16 +525,17 @@ class ChainRun:
             run.emit("step_started", step=ipath, event=name, attempt=attempt, max_attempts=tries, params=params)
             start = time.perf_counter()
             deadline = None
+            watch = Watch()  # whether the call had to be abandoned
             try:
                 # the tool gets its own copy: what it does to its params changes no recorded value
                 if node.timeout is not None:
                     deadline = asyncio.timeout(node.timeout)
                     async with deadline:
-                        result = await self.call(rt, copy_json(params), ipath, attempt)
+                        result = await self.call(rt, copy_json(params), ipath, attempt, watch)
                 elif rt.direct:  # the common case, without the detour through call()
-                    result = await rt.func(**copy_json(params))  # type: ignore[misc]
+                    result = await guarded(rt.func(**copy_json(params)), watch)  # type: ignore[misc]
                 else:
-                    result = await self.call(rt, copy_json(params), ipath, attempt)
+                    result = await self.call(rt, copy_json(params), ipath, attempt, watch)
                 if rt.check_result is None and _is_plain_json(result, tuples=False):
                     error = None
                 else:
@@ -537,13 +547,15 @@ class ChainRun:
                     error = error_of("tool_error", _tool_message(exc) or "CancelledError")
                 else:
                     run.emit("step_finished", step=ipath, event=name, status="cancelled", result=None,
-                             error=error_of("cancelled", "cancelled: another branch failed or the run stopped"),
+                             error=error_of("cancelled", "cancelled: another branch failed or the run stopped"
+                                            + _abandoned(name, watch), **_abandoned_field(watch)),
                              duration_ms=_ms(start), attempt=attempt)
                     scope.record(node.path, name, node.id, Rec("cancelled", None, None, params, _ms(start)))
                     raise
             except TimeoutError as exc:
                 if deadline is not None and deadline.expired():
-                    error = error_of("timeout", f"{name} took longer than its timeout ({_seconds(node.timeout or 0)})")
+                    error = error_of("timeout", f"{name} took longer than its timeout ({_seconds(node.timeout or 0)})"
+                                     + _abandoned(name, watch), **_abandoned_field(watch))
                 else:  # raised by the tool itself (a socket timeout...)
                     error = error_of("tool_error", _tool_message(exc))
             except LimitExceeded as exc:
@@ -604,20 +616,27 @@ class ChainRun:
             f"{rt.spec.name} is not idempotent: it may or may not have taken effect. Check, then resume with "
             f"--rerun {ipath} to run it again or --skip {ipath} to go on without it"))
 
-    async def call(self, rt: EventRuntime, params: dict[str, Any], ipath: str, attempt: int) -> Any:
+    async def call(self, rt: EventRuntime, params: dict[str, Any], ipath: str, attempt: int, watch: Watch) -> Any:
+        """Call the step's tool: an async tool is awaited (guarded: one that ignores its
+        cancellation is abandoned after GRACE seconds); a sync tool runs in a worker thread
+        (abandoned, still running, when the step stops waiting for it)."""
         spec = rt.spec
         if spec.kind == "chain" or spec.name == "chain.run":
             return await self.subchain(spec, params, ipath)
         assert rt.func is not None
-        if rt.accepts_ctx:
-            params = {**params, "ctx": self.context(spec, ipath, attempt)}
         if rt.is_async:
-            return await rt.func(**params)
-        if rt.blocking:
-            return await asyncio.to_thread(rt.func, **params)
-        return rt.func(**params)
+            if rt.accepts_ctx:
+                params = {**params, "ctx": self.context(spec, ipath, attempt)}
+            return await guarded(rt.func(**params), watch)
+        call = Call(asyncio.get_running_loop())  # every sync tool gets a thread (`blocking=True` or not)
+        if rt.accepts_ctx:
+            params = {**params, "ctx": self.context(spec, ipath, attempt, call)}
+        call.func, call.kwargs = rt.func, params
+        return await in_thread(call, watch)
 
-    def context(self, spec: "EventSpec", ipath: str, attempt: int) -> RunContext:
+    def context(self, spec: "EventSpec", ipath: str, attempt: int, call: Call | None = None) -> RunContext:
+        """The tool's `ctx`. For a sync tool (`call`: it runs in a worker thread) what it
+        asks of the run is done on the event loop, and not at all once the call is abandoned."""
         run = self.run
         name = spec.name
 
@@ -626,10 +645,15 @@ class ChainRun:
                 fraction = None
             run.emit("step_progress", step=ipath, event=name, message=str(message)[:1000], fraction=fraction)
 
+        clock: Clock = StepClock(run, ipath)
+        report: Callable[..., None] = progress
+        notify = run.notify
+        if call is not None:
+            clock, report, notify = _AskedClock(call.ask(clock.now)), call.relay(progress), call.relay(notify)
         return RunContext(
             run_id=run.run_id, chain=self.graph.name, step=ipath, event=name, attempt=attempt,
-            idempotency_key=idempotency_key(run.run_id, ipath, attempt), clock=StepClock(run, ipath),
-            state_dir=run.state_dir, progress=progress, notify=run.notify,
+            idempotency_key=idempotency_key(run.run_id, ipath, attempt), clock=clock,
+            state_dir=run.state_dir, progress=report, notify=notify,
         )
 
     def check_result(self, rt: EventRuntime, result: Any) -> tuple[Any, str | None]:
@@ -783,7 +807,6 @@ def prepare_event(registry: "Registry", name: str) -> EventRuntime:
                                f"(fire it with chainlang emit {name} --data JSON)")
     return EventRuntime(
         spec=spec, func=func, is_async=is_async, accepts_ctx=accepts,
-        blocking=bool(spec.effects.get("blocking")),
         check_params=schema_checker(spec.params_schema),
         check_result=schema_checker(spec.result_schema) if spec.result_schema else None,
     )
@@ -878,6 +901,19 @@ def _delay(retry: Any, attempt: int) -> float:
     if retry.max_delay is not None:
         delay = min(delay, float(retry.max_delay))
     return max(0.0, min(delay, MAX_RETRY_DELAY))
+
+
+def _abandoned(name: str, watch: Watch) -> str:
+    """What the step's error adds when its call had to be abandoned."""
+    if watch.abandoned == "task":
+        return f"; {name} ignored its cancellation and was abandoned after {_seconds(GRACE)}"
+    if watch.abandoned == "thread":
+        return f"; {name} was abandoned, still running in its thread (a thread cannot be stopped)"
+    return ""
+
+
+def _abandoned_field(watch: Watch) -> dict[str, Any]:
+    return {"abandoned": True} if watch.abandoned else {}
 
 
 def _ms(start: float) -> float:
