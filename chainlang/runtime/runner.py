@@ -416,13 +416,18 @@ def _api_key(config: "ProjectConfig | None") -> str | None:
 
 
 def run(path: str | os.PathLike[str], inputs: dict[str, Any] | None = None, **options: Any) -> RunResult:
-    """`run_async` for code that has no event loop running."""
-    return asyncio.run(run_async(path, inputs, **options))
+    """`run_async` for code that has no event loop running (on a loop of its own, which
+    waits for nothing a tool left behind: see calls.run_loop)."""
+    from chainlang.runtime.calls import run_loop
+
+    return run_loop(run_async(path, inputs, **options))
 
 
 def resume(transcript: str | os.PathLike[str], **options: Any) -> RunResult:
-    """`resume_async` for code that has no event loop running."""
-    return asyncio.run(resume_async(transcript, **options))
+    """`resume_async` for code that has no event loop running (as `run`)."""
+    from chainlang.runtime.calls import run_loop
+
+    return run_loop(resume_async(transcript, **options))
 
 
 __all__ = ["RunResult", "run", "run_async", "resume", "resume_async", "prepare", "check_inputs", "parse_now"]
