@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import os
 import queue
 import signal
@@ -76,11 +77,12 @@ class Call:
     event loop); after that, through `loop.call_soon_threadsafe`, and the step awaits
     `future`. Either way in order: a progress report is recorded before the outcome."""
 
-    __slots__ = ("func", "kwargs", "loop", "loop_thread", "state", "channel", "future", "_mode")
+    __slots__ = ("func", "kwargs", "loop", "loop_thread", "context", "state", "channel", "future", "_mode")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.loop_thread = threading.get_ident()
+        self.context = contextvars.copy_context()  # the step's context variables, as asyncio.to_thread gives them
         self.state = _NEW
         self.func: Callable[..., Any] | None = None
         self.kwargs: dict[str, Any] = {}
@@ -101,7 +103,7 @@ class Call:
         ok = True
         try:
             assert func is not None
-            result = func(**kwargs)
+            result = self.context.run(func, **kwargs)
         except StopIteration as exc:  # a future cannot hold it (as a coroutine raising it would)
             ok, result = False, RuntimeError(f"the tool raised StopIteration: {exc}")
         except BaseException as exc:  # the step decides what a failure means
