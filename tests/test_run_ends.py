@@ -332,6 +332,17 @@ def test_an_abandoned_sync_tool_records_nothing_after_its_step(tmp_path: Path) -
     assert [c.get("now") for c in calls_log(tmp_path) if c["event"] == "ends.late"] == ["CallAbandoned"]
 
 
+def test_the_ctx_of_a_sync_tool_does_nothing_once_its_step_is_over(tmp_path: Path) -> None:
+    result, recs = run(tmp_path, """\
+        steps:
+          - ends.leak: {after: 0.3}
+          - test.sleep: {seconds: 0.9}
+        """)
+    assert result.status == "ok", result.error
+    assert not [r for r in recs if r["type"] in ("step_progress", "clock")], recs
+    assert [c.get("now") for c in calls_log(tmp_path) if c["event"] == "ends.leak"] == ["CallAbandoned"]
+
+
 def test_an_async_tool_that_cleans_up_in_time_is_not_abandoned(tmp_path: Path) -> None:
     # not a regression test: the grace period must not cut short a tool that stops as asked
     result, recs = run(tmp_path, """\

@@ -66,6 +66,7 @@ class Watch:
 
 _NEW, _QUEUED, _RUNNING, _DONE, _ABANDONED, _DROPPED = range(6)
 _OUTCOME, _DO, _ASK = range(3)  # what a call's thread hands to the loop thread
+_OVER = "the step is over, or stopped waiting for this call: it was abandoned"
 
 
 class Call:
@@ -77,7 +78,7 @@ class Call:
     event loop); after that, through `loop.call_soon_threadsafe`, and the step awaits
     `future`. Either way in order: a progress report is recorded before the outcome."""
 
-    __slots__ = ("func", "kwargs", "loop", "loop_thread", "context", "state", "channel", "future", "_mode")
+    __slots__ = ("func", "kwargs", "loop", "loop_thread", "context", "state", "channel", "future", "closed", "_mode")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -88,11 +89,14 @@ class Call:
         self.kwargs: dict[str, Any] = {}
         self.channel: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.future: asyncio.Future[Any] | None = None  # once the loop thread stopped reading `channel`
+        self.closed = False  # the step is done with this call (it has its outcome, or stopped waiting)
         self._mode = threading.Lock()  # held to switch from `channel` to the event loop
 
     @property
-    def abandoned(self) -> bool:
-        return self.state == _ABANDONED or self.state == _DROPPED
+    def over(self) -> bool:
+        """What the tool asks of the run through `ctx` from now on is not done: its step
+        is over, or stopped waiting for it."""
+        return self.closed or self.state == _ABANDONED or self.state == _DROPPED
 
     # -- in the worker thread
 
@@ -152,12 +156,12 @@ class Call:
     def _handle(self, item: tuple[Any, ...]) -> None:
         kind = item[0]
         if kind == _DO:
-            if not self.abandoned:
+            if not self.over:
                 item[1](*item[2])
         elif kind == _ASK:
             answer: concurrent.futures.Future[Any] = item[2]
-            if self.abandoned:
-                answer.set_exception(CallAbandoned("the step stopped waiting for this call: it was abandoned"))
+            if self.over:
+                answer.set_exception(CallAbandoned(_OVER))
                 return
             try:
                 answer.set_result(item[1]())
@@ -176,11 +180,11 @@ class Call:
 
     def relay(self, func: Callable[..., None]) -> Callable[..., None]:
         """`func` for the tool's thread: it runs in the loop thread (in order with the
-        call's outcome), and not at all once the call is abandoned."""
+        call's outcome), and not at all once the call is over (abandoned)."""
 
         def relayed(*args: Any) -> None:
             if threading.get_ident() == self.loop_thread:
-                if not self.abandoned:
+                if not self.over:
                     func(*args)
                 return
             self.post((_DO, func, args))
@@ -189,13 +193,13 @@ class Call:
 
     def ask(self, func: Callable[[], T]) -> Callable[[], T]:
         """`func` for the tool's thread: it runs in the loop thread and its answer is
-        waited for; CallAbandoned once the call is abandoned."""
+        waited for; CallAbandoned once the call is over (abandoned)."""
 
         def asked() -> T:
             if threading.get_ident() == self.loop_thread:
                 return func()
-            if self.abandoned:
-                raise CallAbandoned("the step stopped waiting for this call: it was abandoned")
+            if self.over:
+                raise CallAbandoned(_OVER)
             answer: concurrent.futures.Future[T] = concurrent.futures.Future()
             self.post((_ASK, func, answer))
             return answer.result()
@@ -321,19 +325,22 @@ async def in_thread(call: Call, watch: Watch) -> Any:
     `watch` says whether a thread was left running)."""
     pool = WORKERS
     pool.submit(call)
-    outcome = call.wait(SPIN)
-    if outcome is not None:
-        ok, value = outcome
-        if ok:
-            return value
-        raise value
-    assert call.future is not None
     try:
-        return await call.future
-    except asyncio.CancelledError:
-        if pool.abandon(call):
-            watch.abandoned = "thread"
-        raise
+        outcome = call.wait(SPIN)
+        if outcome is not None:
+            ok, value = outcome
+            if ok:
+                return value
+            raise value
+        assert call.future is not None
+        try:
+            return await call.future
+        except asyncio.CancelledError:
+            if pool.abandon(call):
+                watch.abandoned = "thread"
+            raise
+    finally:
+        call.closed = True
 
 
 # --------------------------------------------------------------------------- async tools: the grace period

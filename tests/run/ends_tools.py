@@ -141,3 +141,19 @@ async def swallow_return(ctx: Any = None) -> str:
     except asyncio.CancelledError:
         _log(ctx, {"swallowed": True})
     return "swallowed"
+
+
+@event("ends.leak", description="A sync tool that leaves a thread behind that uses its ctx later", idempotent=True)
+def leak(after: float = 0.3, ctx: Any = None) -> str:
+    def later() -> None:
+        time.sleep(after)
+        ctx.progress("after the step")
+        try:
+            ctx.now()
+        except Exception as exc:
+            _log(ctx, {"now": type(exc).__name__})
+        else:
+            _log(ctx, {"now": "ok"})
+
+    threading.Thread(target=later, daemon=True).start()
+    return "left"
