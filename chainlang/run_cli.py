@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, cast
 
@@ -86,12 +88,14 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
                 pass
         return await start(announce)
 
+    from chainlang.runtime.calls import run_loop
+
     try:
-        result = asyncio.run(main())
+        result = run_loop(main())
     except (asyncio.CancelledError, KeyboardInterrupt):
         if where:
             _err(f"interrupted; continue with: chainlang resume {_shown(where[0])}")
-        return 130
+        return _leave(130)
     if result.status == "invalid":
         _err(result.secrets.mask(_diagnostics_text(result, color)))
         _err("the chain has errors: it was not started")
@@ -109,7 +113,25 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
         _err(f"stopped: {result.error['message']}")
     elif quiet and not result.ok and result.error:
         _err(f"run {result.status}: {_why(result.error)}")
-    return int(result.exit_code)
+    return _leave(int(result.exit_code))
+
+
+def _leave(code: int) -> int:
+    """The exit code, once the run is over (its transcript closed, everything said). When
+    a tool left something running that could keep the process alive or run tool code at
+    exit (an abandoned call, a task that ignored its cancellation, a thread that is not a
+    daemon), the process exits now, with `os._exit`, after flushing stdout and stderr."""
+    from chainlang.runtime.calls import left_behind
+
+    me = threading.current_thread()
+    if left_behind() or any(t is not me and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    return code
 
 
 def _out(text: Callable[[bool], str]) -> None:

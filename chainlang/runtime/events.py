@@ -21,7 +21,6 @@ class EventRuntime:
     func: Callable[..., Any] | None
     is_async: bool
     accepts_ctx: bool
-    blocking: bool
     check_params: Callable[[Any], list[str]]
     check_result: Callable[[Any], list[str]] | None
 
@@ -56,7 +55,6 @@ def prepare_event(registry: "Registry", name: str) -> EventRuntime:
                                f"(fire it with chainlang emit {name} --data JSON)")
     return EventRuntime(
         spec=spec, func=func, is_async=is_async, accepts_ctx=accepts,
-        blocking=bool(spec.effects.get("blocking")),
         check_params=schema_checker(spec.params_schema),
         check_result=schema_checker(spec.result_schema) if spec.result_schema else None,
     )

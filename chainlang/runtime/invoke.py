@@ -1,6 +1,9 @@
 """The executor seam: how a step's event is carried out once the pipeline decided to call
-it. A tool is called in this process (`LocalExecutor`); a named chain or `chain.run` runs
-as a sub-chain of the run (`run_subchain`). A second engine (§14) replaces this seam, not
+it. A tool is called in this process (`LocalExecutor`): an async tool is awaited, guarded
+(one that ignores its cancellation is abandoned after GRACE seconds); a sync tool runs
+in a worker thread (abandoned, still running, when the step stops waiting for it: see
+chainlang.runtime.calls). A named chain or `chain.run` runs as a sub-chain of the run
+(`run_subchain`). A second engine (§14) replaces this seam, not
 the pipeline around it.
 
 Also here: what a tool's exception means (its failure, or the process being stopped).
@@ -9,9 +12,10 @@ Also here: what a tool's exception means (its failure, or the process being stop
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from chainlang.runtime.context import RunContext
+from chainlang.runtime.calls import Call, Watch, guarded, in_thread
+from chainlang.runtime.context import Clock, RunContext
 from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, error_of
 from chainlang.runtime.state import StepClock
 from chainlang.journal.jsonl import idempotency_key
@@ -25,7 +29,8 @@ if TYPE_CHECKING:
 class Executor(Protocol):
     """Carries out one attempt of an event step with its (validated) params."""
 
-    async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int) -> Any: ...
+    async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
+                   watch: Watch) -> Any: ...
 
 
 class LocalExecutor:
@@ -36,26 +41,38 @@ class LocalExecutor:
     def __init__(self, chain: "ChainRun") -> None:
         self.chain = chain
 
-    async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int) -> Any:
+    async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
+                   watch: Watch) -> Any:
         if rt.runs_chain:
             return await run_subchain(self.chain, rt, params, ipath)
         assert rt.func is not None
-        if rt.accepts_ctx:
-            params = {**params, "ctx": self.context(rt, ipath, attempt)}
+        run, chain = self.chain.run, self.chain.graph.name
         if rt.is_async:
-            return await rt.func(**params)
-        if rt.blocking:
-            return await asyncio.to_thread(rt.func, **params)
-        return rt.func(**params)
+            if rt.accepts_ctx:
+                params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt)}
+            return await guarded(rt.func(**params), watch)
+        call = Call(asyncio.get_running_loop())  # every sync tool gets a thread (`blocking=True` or not)
+        if rt.accepts_ctx:
+            params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt, call)}
+        call.func, call.kwargs = rt.func, params
+        return await in_thread(call, watch)
 
-    def context(self, rt: "EventRuntime", ipath: str, attempt: int) -> RunContext:
-        run = self.chain.run
-        return tool_context(run, self.chain.graph.name, rt.spec.name, ipath, attempt)
+
+class _AskedClock:
+    """The run's clock for a tool running in a worker thread: read on the event loop."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, now: Callable[[], Any]) -> None:
+        self.now = now
 
 
-def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, attempt: int) -> RunContext:
+def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, attempt: int,
+                 call: Call | None = None) -> RunContext:
     """The `ctx` a tool gets: the run's facts, this attempt's idempotency key, the recording
-    clock, progress reports (recorded as `step_progress`), notifications, the state dir."""
+    clock, progress reports (recorded as `step_progress`), notifications, the state dir.
+    For a sync tool (`call`: it runs in a worker thread) what it asks of the run is done
+    on the event loop, and not at all once its step is over."""
     from chainlang.journal.records import StepProgress
 
     def progress(message: str, fraction: float | None = None) -> None:
@@ -63,11 +80,27 @@ def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, atte
             fraction = None
         run.record(StepProgress(ipath, name, str(message)[:1000], fraction))
 
+    clock: Clock = StepClock(run, ipath)
+    report: Callable[..., None] = progress
+    notify = run.notify
+    if call is not None:
+        clock, report, notify = _AskedClock(call.ask(clock.now)), call.relay(progress), call.relay(notify)
     return RunContext(
         run_id=run.run_id, chain=chain, step=ipath, event=name, attempt=attempt,
-        idempotency_key=idempotency_key(run.run_id, ipath, attempt), clock=StepClock(run, ipath),
-        state_dir=run.state_dir, progress=progress, notify=run.notify,
+        idempotency_key=idempotency_key(run.run_id, ipath, attempt), clock=clock,
+        state_dir=run.state_dir, progress=report, notify=notify,
     )
+
+
+def abandoned_text(name: str, watch: Watch) -> str:
+    """What a step's error adds when its call had to be abandoned."""
+    from chainlang.runtime.calls import GRACE
+
+    if watch.abandoned == "task":
+        return f"; {name} ignored its cancellation and was abandoned after {GRACE:g}s"
+    if watch.abandoned == "thread":
+        return f"; {name} was abandoned, still running in its thread (a thread cannot be stopped)"
+    return ""
 
 
 async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str) -> Any:

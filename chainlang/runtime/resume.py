@@ -5,7 +5,6 @@ steps are not run again; the clock readings and decisions it recorded are reused
 
 from __future__ import annotations
 
-import asyncio
 import os
 from itertools import islice
 from pathlib import Path
@@ -183,8 +182,10 @@ def _not_a_transcript(where: str) -> str:
 
 
 def resume(transcript: str | os.PathLike[str], **options: Any) -> RunResult:
-    """`resume_async` for code that has no event loop running."""
-    return asyncio.run(resume_async(transcript, **options))
+    """`resume_async` for code that has no event loop running (as `run`: see calls.run_loop)."""
+    from chainlang.runtime.calls import run_loop
+
+    return run_loop(resume_async(transcript, **options))
 
 
 __all__ = ["resume", "resume_async"]

@@ -274,8 +274,11 @@ def _api_key(config: "ProjectConfig | None") -> str | None:
 
 
 def run(path: str | os.PathLike[str], inputs: dict[str, Any] | None = None, **options: Any) -> RunResult:
-    """`run_async` for code that has no event loop running."""
-    return asyncio.run(run_async(path, inputs, **options))
+    """`run_async` for code that has no event loop running (on a loop of its own, which
+    waits for nothing a tool left behind: see calls.run_loop)."""
+    from chainlang.runtime.calls import run_loop
+
+    return run_loop(run_async(path, inputs, **options))
 
 
 __all__ = ["RunResult", "run", "run_async", "check_inputs", "parse_now"]

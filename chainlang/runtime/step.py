@@ -23,7 +23,8 @@ from chainlang.expr.values import truthy
 from chainlang.journal.records import Decide, StepFinished, StepStarted
 from chainlang.runtime.events import EventRuntime, prepare_event
 from chainlang.runtime.interceptors import StepInfo
-from chainlang.runtime.invoke import stops_the_process, tool_message
+from chainlang.runtime.calls import Watch, guarded
+from chainlang.runtime.invoke import abandoned_text, stops_the_process, tool_message
 from chainlang.runtime.outcomes import (
     ChainBroken,
     ChainFailed,
@@ -176,16 +177,17 @@ class StepPipeline:
         """One attempt through the executor: (result, None), or (None, the error)."""
         name = rt.spec.name
         deadline = None
+        watch = Watch()  # whether the call had to be abandoned
         try:
             # the tool gets its own copy: what it does to its params changes no recorded value
             if node.timeout is not None:
                 deadline = asyncio.timeout(node.timeout)
                 async with deadline:
-                    result = await self.executor.call(rt, copy_json(params), ipath, attempt)
+                    result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)
             elif rt.direct:  # the common case, without the detour through the executor
-                result = await rt.func(**copy_json(params))  # type: ignore[misc]
+                result = await guarded(rt.func(**copy_json(params)), watch)  # type: ignore[misc]
             else:
-                result = await self.executor.call(rt, copy_json(params), ipath, attempt)
+                result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)
             if rt.check_result is None and _is_plain_json(result, tuples=False):
                 return result, None
             result, problem = self.check_result(rt, result)
@@ -195,12 +197,14 @@ class StepPipeline:
             if task is not None and task.cancelling() == 0:  # the tool raised it: not a cancellation
                 return None, error_of("tool_error", tool_message(exc) or "CancelledError")
             self.run.record(StepFinished(ipath, name, "cancelled", None, error_of(
-                "cancelled", "cancelled: another branch failed or the run stopped"), ms_since(start), attempt))
+                "cancelled", "cancelled: another branch failed or the run stopped" + abandoned_text(name, watch),
+                **_abandoned(watch)), ms_since(start), attempt))
             scope.record(node.path, name, node.id, Rec("cancelled", None, None, params, ms_since(start)))
             raise
         except TimeoutError as exc:
             if deadline is not None and deadline.expired():
-                return None, error_of("timeout", f"{name} took longer than its timeout ({seconds(node.timeout or 0)})")
+                return None, error_of("timeout", f"{name} took longer than its timeout ({seconds(node.timeout or 0)})"
+                                      + abandoned_text(name, watch), **_abandoned(watch))
             return None, error_of("tool_error", tool_message(exc))  # raised by the tool itself (a socket timeout...)
         except LimitExceeded as exc:
             self.finish(node, scope, ipath, params, start, attempt, error_of("limit", exc.message))
@@ -327,6 +331,10 @@ class StepPipeline:
         run.record(Decide(ipath, name, asked, str(answer["action"]), str(answer.get("reason", "")),
                           str(answer.get("source", "")), answer.get("params")))
         return decision
+
+
+def _abandoned(watch: Watch) -> dict[str, Any]:
+    return {"abandoned": True} if watch.abandoned else {}
 
 
 def retry_delay(retry: Any, attempt: int) -> float:
