@@ -1,7 +1,13 @@
-"""The durable transcript (LANGUAGE.md §9): writer, reader, redaction, idempotency keys."""
+"""The durable transcript (LANGUAGE.md §9): writer, reader, redaction, idempotency keys.
+
+Every record these tests write is a valid record of its type (chainlang.journal.records):
+the writer and the reader both refuse any other. The codec itself, the seals and the head
+file have their own tests in test_journal.py.
+"""
 
 from __future__ import annotations
 
+import enum
 import errno
 import json
 import os
@@ -11,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,36 +31,129 @@ from chainlang.journal.jsonl import (
     idempotency_key,
     read_transcript,
 )
+from chainlang.journal.integrity import GENESIS, seal
+from chainlang.journal.lock import RunLock
+from chainlang.journal.records import (
+    Clock,
+    Decide,
+    HookFired,
+    Record,
+    RecordError,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepProgress,
+    StepStarted,
+    decode,
+    fields,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 SECRET = "sk-live-0123456789abcdef"
+ENVELOPE = ("type", "run_id", "seq", "ts")
+KEY = bytes(range(32))
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
     """The records as written, without their seals (`mac`)."""
     out = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     for rec in out:
+        assert list(rec)[-1] == "mac", rec
         assert re.fullmatch(r"[0-9a-f]{32}", rec.pop("mac")), rec
     return out
 
 
+def members(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record read back, without its envelope."""
+    return {k: v for k, v in rec.items() if k not in ENVELOPE}
+
+
+# --------------------------------------------------------------------------- valid records
+
+
+RUN: dict[str, Any] = {
+    "chain": "deploy.release",
+    "file": "/proj/chains/deploy.yaml",
+    "file_sha256": "5e" * 32,
+    "inputs": {"env": "prod"},
+    "now": "2025-01-02T03:04:05Z",
+    "started_at": "2025-01-02T03:04:05Z",
+    "tools": ["tools.http.get"],
+    "resumed": False,
+}
+
+
+def run_started(**over: Any) -> dict[str, Any]:
+    return {**RUN, **over}
+
+
+def step_started(step: str, event: str = "e", attempt: int = 1, **over: Any) -> dict[str, Any]:
+    return {"step": step, "event": event, "attempt": attempt, "params": None, **over}
+
+
+def step_finished(step: str, event: str = "e", status: str = "ok", attempt: int = 1, **over: Any) -> dict[str, Any]:
+    return {"step": step, "event": event, "status": status, "result": None, "error": None, "duration_ms": 1,
+            "attempt": attempt, **over}
+
+
+def step_progress(step: str, event: str = "e", message: Any = "working", **over: Any) -> dict[str, Any]:
+    return {"step": step, "event": event, "message": message, **over}
+
+
+def decide(step: str, event: str = "e", action: str = "continue", **over: Any) -> dict[str, Any]:
+    return {"step": step, "event": event, "asked": {"condition": None, "errors": [], "params": {}},
+            "action": action, "reason": "fine", "source": "embedded", **over}
+
+
+def hook_fired(**over: Any) -> dict[str, Any]:
+    return {"hook": "notify", "when": "post", "event": "e", **over}
+
+
+def run_finished(status: str = "ok", **over: Any) -> dict[str, Any]:
+    return {"status": status, "outputs": {}, "error": None, "duration_ms": 5, **over}
+
+
+def clock(value: Any = "2025-01-02T03:04:05Z", **over: Any) -> dict[str, Any]:
+    return {"value": value, **over}
+
+
+#: one valid record of every type (each test overrides the members it is about)
+VALID: dict[str, dict[str, Any]] = {
+    "run_started": run_started(),
+    "step_started": step_started("1"),
+    "step_progress": step_progress("1"),
+    "decide": decide("1"),
+    "hook_fired": hook_fired(),
+    "step_finished": step_finished("1"),
+    "run_finished": run_finished(),
+    "clock": clock(),
+}
+assert set(VALID) == RECORD_TYPES
+
+
 def write_run(path: Path, run_id: str = "run-1", **kwargs: Any) -> None:
-    """A small run: two steps (one retried), a decide, a hook, a clock reading, a finish."""
+    """A small run: two steps (one retried), a decide, a hook, clock readings, a finish.
+    Every member of every type appears (optional ones too), in the order of `fields()`."""
+    http = "tools.http.get"
     with TranscriptWriter(path, run_id, **kwargs) as w:
-        w.write("run_started", chain="chains/deploy.yaml", inputs={"env": "prod"}, options={"now": "2025-01-02T03:04:05Z"})
+        w.write("run_started", **RUN)
         w.write("clock", value="2025-01-02T03:04:05Z")
-        w.write("step_started", step="1", event="tools.http.get", attempt=1)
-        w.write("step_progress", step="1", event="tools.http.get", message="half", fraction=0.5)
-        w.write("step_finished", step="1", event="tools.http.get", status="failed", error="boom", duration_ms=3)
-        w.write("step_started", step="1", event="tools.http.get", attempt=2)
-        w.write("step_finished", step="1", event="tools.http.get", status="ok", result={"code": 200}, duration_ms=4)
-        w.write("decide", step="3.1", answer="retry", model="fake")
-        w.write("decide", step="3.1", answer="accept", model="fake")
-        w.write("hook_fired", hook="notify", when="post", event="tools.http.get")
-        w.write("step_started", step="3.1", event="agent.ask", attempt=1)
-        w.write("clock", value="2025-01-02T03:04:06Z")
-        w.write("run_finished", status="ok", outputs={"answer": "é✓"})
+        w.write("step_started", step="1", event=http, attempt=1, max_attempts=2, params={"url": "https://x"})
+        w.write("step_progress", step="1", event=http, message="half", fraction=0.5)
+        w.write("step_finished", step="1", event=http, status="failed", result=None,
+                error={"type": "HttpError", "message": "boom"}, duration_ms=3, attempt=1)
+        w.write("step_started", step="1", event=http, attempt=2, max_attempts=2, params={"url": "https://x"})
+        w.write("step_finished", step="1", event=http, status="ok", result={"code": 200}, error=None,
+                duration_ms=4.5, attempt=2)
+        w.write("decide", step="3.1", event="agent.ask", asked={"condition": "x > 1", "errors": [], "params": {}},
+                action="skip", reason="x is small", source="embedded")
+        w.write("decide", step="3.1", event="agent.ask", asked={"condition": None, "errors": ["q"], "params": {}},
+                action="continue", params={"q": "why?"}, reason="fixed the params", source="model")
+        w.write("hook_fired", hook="notify", when="post", event=http, step="1")
+        w.write("step_started", step="3.1", event="agent.ask", attempt=1, params={"q": "why?"})
+        w.write("clock", value="2025-01-02T03:04:06Z", step="3.1")
+        w.write("run_finished", status="ok", outputs={"answer": "é✓"}, error=None, duration_ms=12.5)
 
 
 # --------------------------------------------------------------------------- round trip
@@ -72,43 +172,83 @@ def test_round_trip_of_every_type(tmp_path: Path) -> None:
         assert list(r)[:4] == ["type", "run_id", "seq", "ts"]
         assert r["run_id"] == "run-1"
         assert TS.match(r["ts"]), r["ts"]
+        # each line is exactly its typed record: same members, in the codec's order
+        assert list(fields(decode(r)).items()) == list(members(r).items())
 
     t = read_transcript(path)
     assert isinstance(t, Transcript)
     assert t.run_id == "run-1" and t.last_seq == len(recs) and not t.torn_tail
-    assert t.started["chain"] == "chains/deploy.yaml"
+    assert t.started["chain"] == "deploy.release"
     assert t.started["inputs"] == {"env": "prod"}
-    assert t.started["options"] == {"now": "2025-01-02T03:04:05Z"}
+    assert t.started["now"] == "2025-01-02T03:04:05Z" and t.started["resumed"] is False
     assert t.finished is not None and t.finished["outputs"] == {"answer": "é✓"}
     assert t.records == recs
     assert list(t.steps) == ["1", "3.1"]
     one = t.steps["1"]
     assert one.attempts == 2 and one.started["attempt"] == 2
     assert one.finished is not None and one.finished["status"] == "ok" and one.done
+    assert one.finished["attempt"] == 2 and one.finished["result"] == {"code": 200}
     assert [s.step for s in t.unfinished()] == ["3.1"]
     assert t.steps["3.1"].finished is None and t.steps["3.1"].attempts == 1
     assert t.clock_readings == ["2025-01-02T03:04:05Z", "2025-01-02T03:04:06Z"]
-    assert [d["answer"] for d in t.decisions["3.1"]] == ["retry", "accept"]
+    assert [d["action"] for d in t.decisions["3.1"]] == ["skip", "continue"]
+    assert t.decisions["3.1"][1]["params"] == {"q": "why?"}
     assert t.restarts == []
+
+
+def test_append_writes_typed_records(tmp_path: Path) -> None:
+    """`append` (the interpreter's path) writes a typed record's members in the codec's
+    order after the envelope; it reads back as the same record."""
+    typed: list[Record] = [
+        RunStarted(chain=None, file="/p/c.yaml", file_sha256="ab" * 32, inputs={"n": 1}, now=None,
+                   started_at="2025-01-02T03:04:05Z", tools=[], resumed=False),
+        StepStarted(step="1", event="e", attempt=1, params={"n": 1}, max_attempts=3),
+        StepProgress(step="1", event="e", message="half", fraction=None),
+        Clock(value="2025-01-02T03:04:05Z", step="1"),
+        StepFinished(step="1", event="e", status="skipped", result=None, error=None, duration_ms=0, attempt=1,
+                     reason="its if is false"),
+        Decide(step="2", event="e", asked={"condition": "x"}, action="break", reason="done", source="model"),
+        StepStarted(step="2", event="e", attempt=1, params=None),
+        StepFinished(step="2", event="e", status="cancelled", result=None, error={"type": "X", "message": "m"},
+                     duration_ms=0.25, attempt=1, broke=True),
+        HookFired(hook="h", when="pre", event="e"),
+        RunFinished(status="broken", outputs={}, error={"type": "Break", "message": "b"}, duration_ms=7.5),
+    ]
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path, "r") as w:
+        returned = [w.append(rec) for rec in typed]
+    recs = lines(path)
+    assert returned == recs
+    for rec, written in zip(typed, recs):
+        assert list(written)[:4] == list(ENVELOPE) and written["type"] == rec.TYPE
+        assert list(members(written).items()) == list(fields(rec).items())
+        assert decode(written) == rec
+    t = read_transcript(path)
+    assert t.records == recs and t.finished is not None and t.finished["status"] == "broken"
+    assert "fraction" not in recs[2]  # an optional member that is not set is left out
+    assert "max_attempts" not in recs[6] and recs[6]["params"] is None
 
 
 def test_write_returns_the_record_as_written(tmp_path: Path) -> None:
     with TranscriptWriter(tmp_path / "t.jsonl", "r") as w:
-        rec = w.write("run_started", chain="c.yaml")
+        rec = w.write("run_started", **RUN)
         assert w.last_seq == 1
     assert rec == lines(tmp_path / "t.jsonl")[0]
+    assert members(rec) == RUN
     assert w.closed
 
 
 def test_retry_resets_the_finished_record(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started")
-        w.write("step_started", step="2", event="e")
-        w.write("step_finished", step="2", event="e", status="failed")
-        w.write("step_started", step="2", event="e")
+        w.write("run_started", **RUN)
+        w.write("step_started", **step_started("2", attempt=1))
+        w.write("step_finished", **step_finished("2", status="failed", attempt=1,
+                                                 error={"type": "E", "message": "m"}))
+        w.write("step_started", **step_started("2", attempt=2))
     t = read_transcript(path)
     assert t.steps["2"].attempts == 2 and t.steps["2"].finished is None
+    assert t.steps["2"].started["attempt"] == 2
     assert t.unfinished() == [t.steps["2"]]
     assert t.finished is None
 
@@ -116,12 +256,13 @@ def test_retry_resets_the_finished_record(tmp_path: Path) -> None:
 def test_a_later_run_started_reopens_the_run(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started", n=1)
-        w.write("run_finished", status="stopped")
+        w.write("run_started", **run_started(started_at="first"))
+        w.write("run_finished", **run_finished("interrupted"))
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started", n=2, resumed=True)
+        w.write("run_started", **run_started(started_at="second", resumed=True))
     t = read_transcript(path)
-    assert t.started["n"] == 1 and [r["n"] for r in t.restarts] == [2]
+    assert t.started["started_at"] == "first" and t.started["resumed"] is False
+    assert [(r["started_at"], r["resumed"]) for r in t.restarts] == [("second", True)]
     assert t.finished is None
 
 
@@ -132,11 +273,11 @@ def test_seq_continues_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
         assert not w.resumed and w.last_seq == 0
-        w.write("run_started")
-        w.write("step_started", step="1", event="e")
+        w.write("run_started", **RUN)
+        w.write("step_started", **step_started("1"))
     with TranscriptWriter(path, "r") as w:
         assert w.resumed and w.last_seq == 2
-        assert w.write("step_finished", step="1", event="e", status="ok")["seq"] == 3
+        assert w.write("step_finished", **step_finished("1"))["seq"] == 3
     assert [r["seq"] for r in lines(path)] == [1, 2, 3]
     assert read_transcript(path).steps["1"].done
 
@@ -144,7 +285,7 @@ def test_seq_continues_across_reopen(tmp_path: Path) -> None:
 def test_reopen_with_another_run_id_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r1") as w:
-        w.write("run_started")
+        w.write("run_started", **RUN)
     before = path.read_bytes()
     with pytest.raises(ValueError, match="r1"):
         TranscriptWriter(path, "r2")
@@ -154,8 +295,22 @@ def test_reopen_with_another_run_id_is_refused(tmp_path: Path) -> None:
 def test_reopen_of_a_corrupt_transcript_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text('{"nope": 1}\n{"also": 2}\n')
-    with pytest.raises(TranscriptError, match=":1:"):
+    with pytest.raises(TranscriptError, match=":1: the line has no seal"):  # the writer verifies seals first
         TranscriptWriter(path, "r")
+    reseal(path)  # sealed, and still no record
+    with pytest.raises(TranscriptError, match=":1: unknown record type None"):
+        TranscriptWriter(path, "r")
+
+
+def test_reopen_of_a_transcript_with_an_invalid_record_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    write_run(path)
+    _corrupt(path, 5, _line("step_finished", seq=5, **step_finished("1", error="boom")))
+    reseal(path)  # as only the writer could: what refuses the line is the codec, not its seal
+    before = path.read_bytes()
+    with pytest.raises(TranscriptError, match=r":5: step_finished record: 'error' must be an object, not a string"):
+        TranscriptWriter(path, "run-1")
+    assert path.read_bytes() == before
 
 
 # --------------------------------------------------------------------------- torn tail
@@ -173,9 +328,10 @@ def test_torn_last_line_is_tolerated_and_reported(tmp_path: Path) -> None:
     # the writer cuts the fragment off before appending, so no line glues onto it
     with TranscriptWriter(path, "run-1") as w:
         assert w.repaired_torn_tail and w.last_seq == n
-        w.write("step_finished", step="3.1", event="agent.ask", status="ok")
+        w.write("step_finished", **step_finished("3.1", event="agent.ask", result={"a": 1}))
     t = read_transcript(path)
     assert not t.torn_tail and t.last_seq == n + 1 and t.unfinished() == []
+    assert read_transcript(path, key=b"").last_seq == n + 1  # the chain of seals continues across the cut
 
 
 def test_torn_multibyte_tail_is_tolerated(tmp_path: Path) -> None:
@@ -193,7 +349,7 @@ def test_file_holding_only_a_fragment(tmp_path: Path) -> None:
         read_transcript(path)
     with TranscriptWriter(path, "r") as w:  # nothing usable: start afresh
         assert w.repaired_torn_tail and not w.resumed
-        assert w.write("run_started")["seq"] == 1
+        assert w.write("run_started", **RUN)["seq"] == 1
     assert read_transcript(path).last_seq == 1
 
 
@@ -206,8 +362,9 @@ def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     assert not t.torn_tail and t.last_seq == n and t.finished is not None
     with TranscriptWriter(path, "run-1") as w:
         assert not w.repaired_torn_tail
-        w.write("run_started", resumed=True)
+        w.write("run_started", **run_started(resumed=True))
     assert [r["seq"] for r in lines(path)] == list(range(1, n + 2))
+    assert read_transcript(path, key=b"").restarts[0]["resumed"] is True
 
 
 # --------------------------------------------------------------------------- corruption
@@ -219,21 +376,58 @@ def _corrupt(path: Path, number: int, text: str) -> None:
     path.write_text("".join(all_lines), encoding="utf-8")
 
 
+def reseal(path: Path, key: bytes = b"") -> None:
+    """Seal every line again along the chain (a writer without a key seals with b"")."""
+    previous, out = GENESIS, []
+    for raw in path.read_bytes().splitlines():
+        rec = json.loads(raw)
+        rec.pop("mac", None)
+        sealed, previous = seal(key, previous, json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+        out.append(sealed)
+    path.write_bytes(b"".join(out))
+
+
+def _line(kind: str, run_id: Any = "run-1", seq: Any = 4, ts: Any = "x", **rec: Any) -> str:
+    """A line as a hand (not the writer) would write it; `...` leaves an envelope member out."""
+    envelope = {"type": kind, "run_id": run_id, "seq": seq, "ts": ts}
+    return json.dumps({k: v for k, v in {**envelope, **rec}.items() if v is not ...}, separators=(",", ":"))
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
         ('{"type":"step_started","run_id":"run-1","seq":', "not a JSON line"),
         ("", "not a JSON line"),
-        ("[1, 2]", "expected a JSON object"),
-        ('{"type":"bogus","run_id":"run-1","seq":4,"ts":"x"}', "unknown record type"),
-        ('{"type":"step_started","run_id":"run-1","seq":4,"ts":"x","event":"e"}', "'step'"),
-        ('{"type":"clock","run_id":"run-1","seq":4,"ts":"x"}', "'value'"),
-        ('{"type":"decide","run_id":"run-1","seq":4,"ts":"x"}', "'step'"),
-        ('{"type":"hook_fired","run_id":"run-1","seq":"4","ts":"x"}', "integer seq"),
-        ('{"type":"hook_fired","run_id":"other","seq":4,"ts":"x"}', "run 'other'"),
-        ('{"type":"hook_fired","run_id":"run-1","seq":2,"ts":"x"}', "seq 2 does not follow seq 3"),
-        ('{"type":"hook_fired","run_id":"run-1","seq":3,"ts":"x"}', "seq 3 does not follow seq 3"),
-        ('{"type":"step_finished","run_id":"run-1","seq":4,"ts":"x","step":"9","event":"e"}', "never started"),
+        ("[1, 2]", "expected a JSON object, got an array"),
+        (_line("bogus"), "unknown record type 'bogus'"),
+        (_line("hook_fired", run_id=..., **hook_fired()), "hook_fired record without a string run_id"),
+        (_line("hook_fired", seq="4", **hook_fired()), "integer seq"),
+        (_line("hook_fired", seq=True, **hook_fired()), "integer seq"),
+        (_line("hook_fired", ts=..., **hook_fired()), "without a string ts"),
+        (_line("hook_fired", run_id="other", **hook_fired()), "run 'other'"),
+        (_line("hook_fired", seq=2, **hook_fired()), "seq 2 does not follow seq 3"),
+        (_line("hook_fired", seq=3, **hook_fired()), "seq 3 does not follow seq 3"),
+        (_line("step_finished", **step_finished("9")), "step 9 finished but never started"),
+        # what the codec refuses, named by the reader with the line
+        (_line("step_started", event="e", attempt=1, params=None), "step_started record needs 'step'"),
+        (_line("clock"), "clock record needs 'value'"),
+        (_line("decide", **{k: v for k, v in decide("1").items() if k != "step"}), "decide record needs 'step'"),
+        (_line("decide", **{k: v for k, v in decide("1").items() if k != "asked"}), "decide record needs 'asked'"),
+        (_line("hook_fired", hook="h", when="post"), "hook_fired record needs 'event'"),
+        (_line("hook_fired", **hook_fired(hook=None)), "hook_fired record: 'hook' must not be null"),
+        (_line("run_started", chain="c", inputs={}, options={}), "run_started record needs 'file'"),
+        (_line("step_finished", **{k: v for k, v in step_finished("1").items() if k != "result"}),
+         "step_finished record needs 'result'"),
+        (_line("step_finished", **step_finished("1", error="boom")),
+         "step_finished record: 'error' must be an object, not a string"),
+        (_line("step_finished", **step_finished("1", status="done")), "step_finished record: unknown status 'done'"),
+        (_line("step_finished", **step_finished("1", attempt=True)),
+         "step_finished record: 'attempt' must be an integer, not a boolean"),
+        (_line("step_started", **step_started("1", attempt=0)), "step_started record: 'attempt' must be 1 or more"),
+        (_line("step_progress", **step_progress("1", fraction="half")),
+         "step_progress record: 'fraction' must be a number, not a string"),
+        (_line("step_progress", **step_progress("")), "step_progress record: 'step' must be a non-empty string"),
+        (_line("run_finished", **run_finished("stopped")), "run_finished record: unknown status 'stopped'"),
     ],
 )
 def test_corruption_in_the_middle_names_the_line(tmp_path: Path, text: str, message: str) -> None:
@@ -244,6 +438,16 @@ def test_corruption_in_the_middle_names_the_line(tmp_path: Path, text: str, mess
         read_transcript(path)
     assert f"{path}:4:" in str(info.value)
     assert message in str(info.value)
+
+
+def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    write_run(path)
+    data = path.read_bytes().split(b"\n")
+    data[3] = b'{"type":"clock","value":"\xff"}'
+    path.write_bytes(b"\n".join(data))
+    with pytest.raises(TranscriptError, match=r":4: not UTF-8 text"):
+        read_transcript(path)
 
 
 def test_corrupt_last_line_with_newline_is_not_a_torn_tail(tmp_path: Path) -> None:
@@ -262,6 +466,11 @@ def test_unterminated_but_invalid_record_is_corruption(tmp_path: Path) -> None:
         f.write(b'{"type":"bogus"}')  # parses: not a torn write, a bad record
     with pytest.raises(TranscriptError, match=r":14: unknown record type"):
         read_transcript(path)
+    path.write_bytes(path.read_bytes()[: -len(b'{"type":"bogus"}')])
+    with path.open("ab") as f:  # parses, known type, but not a valid record of it
+        f.write(_line("clock", seq=14, value="").encode())
+    with pytest.raises(TranscriptError, match=r":14: clock record: 'value' must be a non-empty string"):
+        read_transcript(path)
 
 
 def test_missing_run_started(tmp_path: Path) -> None:
@@ -277,11 +486,11 @@ def test_missing_run_started(tmp_path: Path) -> None:
 def test_step_finished_twice_in_one_attempt(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started")
-        w.write("step_started", step="1", event="e")
-        w.write("step_finished", step="1", event="e")
-        w.write("step_finished", step="1", event="e")
-    with pytest.raises(TranscriptError, match=r":4: step 1 finished twice"):
+        w.write("run_started", **RUN)
+        w.write("step_started", **step_started("1"))
+        w.write("step_finished", **step_finished("1"))
+        w.write("step_finished", **step_finished("1"))
+    with pytest.raises(TranscriptError, match=r":4: step 1 finished twice in one attempt \(first at seq 3\)"):
         read_transcript(path)
 
 
@@ -291,73 +500,126 @@ def test_step_finished_twice_in_one_attempt(tmp_path: Path) -> None:
 def test_secrets_are_redacted_everywhere(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r", secrets=[SECRET, "hunter2!"]) as w:
-        w.write("run_started", inputs={"token": SECRET})
+        w.write("run_started", **run_started(inputs={"token": SECRET}))
+        w.write("step_started", **step_started("1", event="tools.http.get"))
         rec = w.write(
             "step_finished",
-            step="1",
-            event="tools.http.get",
-            result={
-                "headers": {"Authorization": f"Bearer {SECRET}", SECRET: "as a key", f"x-{SECRET}-y": 1},
-                "list": [SECRET, ["deep", {"deeper": f"{SECRET}{SECRET}"}]],
-                "other": "password is hunter2! ok",
-                "clean": "nothing to see",
-            },
-            error=f"failed with {SECRET}",
+            **step_finished(
+                "1",
+                event="tools.http.get",
+                status="failed",
+                result={
+                    "headers": {"Authorization": f"Bearer {SECRET}", SECRET: "as a key", f"x-{SECRET}-y": 1},
+                    "list": [SECRET, ["deep", {"deeper": f"{SECRET}{SECRET}"}]],
+                    "other": "password is hunter2! ok",
+                    "clean": "nothing to see",
+                },
+                error={"type": "HttpError", "message": f"failed with {SECRET}"},
+            ),
         )
     raw = path.read_text(encoding="utf-8")
     assert SECRET not in raw and "hunter2!" not in raw
-    first, second = lines(path)
+    first, _, third = lines(path)
     assert first["inputs"] == {"token": "***"}
-    assert second == rec
-    result = second["result"]
+    assert third == rec
+    result = third["result"]
     assert result["headers"] == {"Authorization": "Bearer ***", "***": "as a key", "x-***-y": 1}
     assert result["list"] == ["***", ["deep", {"deeper": "***"}]]
     assert result["other"] == "password is *** ok"
     assert result["clean"] == "nothing to see"
-    assert second["error"] == "failed with ***"
+    assert third["error"] == {"type": "HttpError", "message": "failed with ***"}
+    assert read_transcript(path).steps["1"].finished == rec
+
+
+def _with_secret_everywhere(s: str) -> list[tuple[str, dict[str, Any]]]:
+    """One record of every type with `s` in every member that may hold free text (not in
+    the statuses, which are fixed words, nor in numbers)."""
+    return [
+        ("run_started", run_started(chain=f"c-{s}", file=f"/p/{s}.yaml", inputs={s: s, "k": [f"<{s}>"]},
+                                    now=s, started_at=s, tools=[f"mod_{s}"])),
+        ("clock", clock(value=f"{s}Z", step=f"1.{s}")),
+        ("step_started", step_started(f"1.{s}", event=f"ev.{s}", params={"p": s, s: {"deep": [s]}})),
+        ("step_progress", step_progress(f"1.{s}", event=f"ev.{s}", message=f"at {s}")),
+        ("decide", decide(f"1.{s}", event=f"ev.{s}", action=s, asked={"condition": s, "errors": [s], "params": {}},
+                          params={s: 1}, reason=f"because {s}", source=s)),
+        ("hook_fired", hook_fired(hook=s, when=s, event=f"ev.{s}", step=f"1.{s}")),
+        ("step_finished", step_finished(f"1.{s}", event=f"ev.{s}", status="skipped", result={"r": s},
+                                        error={"type": s, "message": s}, reason=f"skip {s}")),
+        ("run_finished", run_finished("failed", outputs={s: s}, error={"type": "E", "message": s, "step": f"1.{s}"})),
+    ]
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["write", "append"])
+def test_secrets_are_redacted_in_every_member_of_every_type(tmp_path: Path, typed: bool) -> None:
+    path = tmp_path / "t.jsonl"
+    records = _with_secret_everywhere(SECRET)
+    with TranscriptWriter(path, "r", secrets=[SECRET]) as w:
+        for kind, rec in records:
+            if typed:
+                w.append(decode({"type": kind, **rec}))
+            else:
+                w.write(kind, **rec)
+    raw = path.read_text(encoding="utf-8")
+    assert SECRET not in raw
+    masked = _with_secret_everywhere("***")
+    recs = lines(path)
+    assert [(r["type"], members(r)) for r in recs] == masked
+    t = read_transcript(path, key=b"")  # still valid records, still sealed
+    assert t.records == recs and t.steps["1.***"].done
 
 
 def test_overlapping_secrets_leave_no_fragment(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r", secrets=["abcd", "abcdefgh", "ghij"]) as w:
-        w.write("run_started", a="xabcdefghijx", b="abcdabcd", c="zzabcdzz")
+        w.write("run_started", **run_started(inputs={"a": "xabcdefghijx", "b": "abcdabcd", "c": "zzabcdzz"}))
     rec = lines(path)[0]
-    assert (rec["a"], rec["b"], rec["c"]) == ("x***x", "***", "zz***zz")
+    assert rec["inputs"] == {"a": "x***x", "b": "***", "c": "zz***zz"}
 
 
 def test_secret_with_json_special_characters(tmp_path: Path) -> None:
     secret = 'pa"ss\\word\n\u00e9'
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r", secrets=[secret]) as w:
-        w.write("run_started", value=f"<{secret}>")
-    assert lines(path)[0]["value"] == "<***>"
-    assert secret not in read_transcript(path).started["value"]
+        w.write("run_started", **run_started(inputs={"value": f"<{secret}>"}))
+    assert lines(path)[0]["inputs"]["value"] == "<***>"
+    assert secret not in read_transcript(path).started["inputs"]["value"]
 
 
 def test_numeric_secret_in_a_number(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r", secrets=["4242424242"]) as w:
-        w.write("run_started", card=4242424242, ok=7, flag=True)
-    rec = lines(path)[0]
-    assert rec["card"] == "***" and rec["ok"] == 7 and rec["flag"] is True
+        w.write("run_started", **run_started(inputs={"card": 4242424242, "ok": 7, "flag": True, "f": 14242424242.5}))
+        w.write("step_started", **step_started("1", params=[4242424242, 1]))
+        w.append(StepFinished(step="1", event="e", status="ok", result=94242424242, error=None, duration_ms=2,
+                              attempt=1))
+    first, second, third = lines(path)
+    assert first["inputs"] == {"card": "***", "ok": 7, "flag": True, "f": "***"}
+    assert second["params"] == ["***", 1]
+    assert third["result"] == "***"
+    assert "4242424242" not in path.read_text(encoding="utf-8")
 
 
 def test_keys_that_differ_only_in_secrets_are_both_kept(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r", secrets=["s3cret-one", "s3cret-two"]) as w:
-        w.write("run_started", m={"s3cret-one": 1, "s3cret-two": 2})
-    assert lines(path)[0]["m"] == {"***": 1, "***#2": 2}
+        w.write("run_started", **run_started(inputs={"m": {"s3cret-one": 1, "s3cret-two": 2}}))
+        w.append(StepStarted(step="1", event="e", attempt=1, params={"s3cret-one": "a", "s3cret-two": "b"}))
+    first, second = lines(path)
+    assert first["inputs"]["m"] == {"***": 1, "***#2": 2}
+    assert second["params"] == {"***": "a", "***#2": "b"}
 
 
 def test_add_secret_learned_during_the_run(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started", token="later-learned-token")
+        w.write("run_started", **run_started(inputs={"token": "later-learned-token"}))
         w.add_secret("later-learned-token")
-        w.write("step_started", step="1", event="e", token="later-learned-token")
-    first, second = lines(path)
-    assert first["token"] == "later-learned-token"  # written before it was known
-    assert second["token"] == "***"
+        w.write("step_started", **step_started("1", params={"token": "later-learned-token"}))
+        w.append(Clock(value="at later-learned-token"))
+    first, second, third = lines(path)
+    assert first["inputs"]["token"] == "later-learned-token"  # written before it was known
+    assert second["params"]["token"] == "***"
+    assert third["value"] == "at ***"
 
 
 @pytest.mark.parametrize("short", ["", "Zq", "Q7x"])
@@ -372,75 +634,168 @@ def test_short_secrets_are_refused_without_echoing_them(tmp_path: Path, short: s
             w.add_secret(1234)  # type: ignore[arg-type]
 
 
-def test_secret_in_a_bad_field_name_is_not_echoed(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kind, rec",
+    [
+        ("run_started", run_started(inputs={SECRET: object()})),
+        ("step_started", step_started("1", params={"a": {SECRET: {1, 2}}})),
+        ("step_finished", step_finished("1", result={SECRET: object()})),
+    ],
+)
+def test_secret_in_a_bad_field_name_is_not_echoed(tmp_path: Path, kind: str, rec: dict[str, Any]) -> None:
     with TranscriptWriter(tmp_path / "t.jsonl", "r", secrets=[SECRET]) as w:
-        with pytest.raises(TypeError) as info:
-            w.write("run_started", data={SECRET: object()})
-    assert SECRET not in str(info.value) and "***" in str(info.value)
+        with pytest.raises(TypeError, match="plain JSON") as info:
+            w.write(kind, **rec)
+    assert SECRET not in str(info.value) and '["***"]' in str(info.value)
 
 
 # --------------------------------------------------------------------------- validation
 
 
 @pytest.mark.parametrize(
-    "fields, named",
+    "kind, rec, named",
     [
-        ({"result": object()}, "'result'"),
-        ({"result": {"items": [1, {"when": {1, 2}}]}}, "'result.items[1].when'"),
-        ({"result": {"a b": b"bytes"}}, "'result[\"a b\"]'"),
-        ({"duration_ms": float("nan")}, "'duration_ms'"),
-        ({"x": [float("inf")]}, "'x[0]'"),
-        ({"result": {1: "int key"}}, "'result'"),
-        ({"path": Path("a")}, "'path'"),
+        ("step_finished", step_finished("1", result=object()), "'result'"),
+        ("step_finished", step_finished("1", result={"items": [1, {"when": {1, 2}}]}), "'result.items[1].when'"),
+        ("step_finished", step_finished("1", result={"a b": b"bytes"}), "'result[\"a b\"]'"),
+        ("step_finished", step_finished("1", result={1: "int key"}), "'result'"),
+        ("step_finished", step_finished("1", result=[10**5000]), "'result[0]'"),
+        ("step_finished", step_finished("1", duration_ms=float("nan")), "'duration_ms'"),
+        ("step_finished", step_finished("1", duration_ms=float("inf")), "'duration_ms'"),
+        ("step_finished", step_finished("1", error={"type": "E", "message": Path("m")}), "'error.message'"),
+        ("step_finished", step_finished("1", x=[float("inf")]), "'x[0]'"),  # a member the codec does not know
+        ("step_finished", step_finished("1", path=Path("a")), "'path'"),
+        ("step_started", step_started("1", params=object()), "'params'"),
+        ("step_started", step_started("1", params={"p": Path("a")}), "'params.p'"),
+        ("step_started", step_started("1", params=[1, float("-inf")]), "'params[1]'"),
+        ("step_progress", step_progress("1", fraction=float("nan")), "'fraction'"),
+        ("run_started", run_started(inputs={"f": Path("a")}), "'inputs.f'"),
+        ("run_started", run_started(tools=["a", object()]), "'tools[1]'"),
+        ("decide", decide("1", asked={"q": {1, 2}}), "'asked.q'"),
+        ("decide", decide("1", params={"p": [b"x"]}), "'params.p[0]'"),
+        ("run_finished", run_finished(outputs={"o": b"x"}), "'outputs.o'"),
+        ("run_finished", run_finished(error={"type": "E", 2: "x"}), "'error'"),
     ],
 )
-def test_non_json_values_are_rejected_naming_the_field(tmp_path: Path, fields: dict[str, Any], named: str) -> None:
+def test_non_json_values_are_rejected_naming_the_field(
+    tmp_path: Path, kind: str, rec: dict[str, Any], named: str
+) -> None:
+    """Members that hold JSON values (result, params, inputs...) are checked by the
+    writer's own JSON walk, which names the path inside them."""
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started")
+        w.write("run_started", **RUN)
         with pytest.raises(TypeError, match="plain JSON") as info:
-            w.write("step_finished", step="1", event="e", **fields)
-        assert named in str(info.value)
+            w.write(kind, **rec)
+        assert f"{kind} record: field {named}" in str(info.value)
+        assert w.last_seq == 1
+    assert len(lines(path)) == 1
+
+
+@pytest.mark.parametrize(
+    "kind, rec, message",
+    [
+        # the codec refuses these before the JSON walk sees them: ValueError (RecordError), not TypeError
+        ("step_finished", step_finished("1", error="boom"), "'error' must be an object, not a string"),
+        ("step_finished", step_finished("1", error=object()), "'error' must be an object, not object"),
+        ("step_finished", step_finished("1", duration_ms=Decimal("1.5")), "'duration_ms' must be a number, not Decimal"),
+        ("step_finished", step_finished("1", duration_ms="3"), "'duration_ms' must be a number, not a string"),
+        ("step_finished", step_finished("1", attempt=True), "'attempt' must be an integer, not a boolean"),
+        ("step_started", step_started("1", max_attempts=2.0), "'max_attempts' must be an integer, not a number"),
+        ("step_progress", step_progress("1", message=Path("m")), "'message' must be a string, not PosixPath"),
+        ("run_started", run_started(inputs=[("a", 1)]), "'inputs' must be an object, not an array"),
+        ("run_started", run_started(resumed=0), "'resumed' must be a boolean, not a number"),
+        ("run_finished", run_finished(outputs=None), "'outputs' must not be null"),
+        ("clock", clock(value=b"x"), "'value' must be a string, not bytes"),
+    ],
+)
+def test_values_the_codec_refuses_are_rejected_first(
+    tmp_path: Path, kind: str, rec: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path, "r") as w:
+        w.write("run_started", **RUN)
+        with pytest.raises(RecordError) as info:
+            w.write(kind, **rec)
+        assert isinstance(info.value, ValueError)
+        assert str(info.value) == f"{kind} record: {message}"
+        assert w.last_seq == 1
+    assert len(lines(path)) == 1
+
+
+def test_write_checked_refuses_values_the_encoder_refuses(tmp_path: Path) -> None:
+    """The interpreter's path skips the walk, not the encoder: nothing half-written."""
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path, "r") as w:
+        w.write("run_started", **RUN)
+        for bad in (float("nan"), object(), {"s": {1, 2}}):
+            with pytest.raises(TypeError, match=r"step_finished record: .*plain JSON"):
+                w.write_checked("step_finished", step_finished("1", result=bad))
+        with pytest.raises(ValueError, match="unknown transcript record type 'step_done'"):
+            w.write_checked("step_done", {})
         assert w.last_seq == 1
     assert len(lines(path)) == 1
 
 
 def test_json_subclasses_and_tuples_are_accepted(tmp_path: Path) -> None:
-    import enum
-
     class Color(str, enum.Enum):
         RED = "red"
 
+    class Status(str, enum.Enum):
+        OK = "ok"
+
+    class Count(enum.IntEnum):
+        TWO = 2
+
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started", color=Color.RED, pair=(1, 2), big=10**30, f=1.5)
-    rec = lines(path)[0]
-    assert (rec["color"], rec["pair"], rec["big"], rec["f"]) == ("red", [1, 2], 10**30, 1.5)
+        w.write("run_started", **run_started(inputs={"color": Color.RED, "pair": (1, 2), "big": 10**30, "f": 1.5}))
+        w.write("step_started", **step_started("1", attempt=Count.TWO, params=(1, (2, 3))))
+        w.write("step_finished", **step_finished("1", status=Status.OK, attempt=Count.TWO, result=Color.RED))
+    first, second, third = lines(path)
+    assert first["inputs"] == {"color": "red", "pair": [1, 2], "big": 10**30, "f": 1.5}
+    assert (second["attempt"], second["params"]) == (2, [1, [2, 3]])
+    assert (third["status"], third["attempt"], third["result"]) == ("ok", 2, "red")
+    assert read_transcript(path).steps["1"].done
 
 
 def test_lone_surrogate_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, "r") as w:
-        w.write("run_started", odd="x\ud800y")
-    assert read_transcript(path).started["odd"] == "x\ud800y"
+        w.write("run_started", **run_started(inputs={"odd": "x\ud800y"}))
+        w.write("step_started", **step_started("1", params={"p": "\udc80"}))
+        w.append(StepFinished(step="1", event="e", status="ok", result={"r": "a\udcffb"}, error=None,
+                              duration_ms=1, attempt=1))
+    raw = path.read_bytes()
+    assert b"\\ud800" in raw and b"\\udc80" in raw and b"\\udcff" in raw  # written as JSON escapes
+    t = read_transcript(path, key=b"")
+    assert t.started["inputs"]["odd"] == "x\ud800y"
+    assert t.steps["1"].started["params"] == {"p": "\udc80"}
+    finished = t.steps["1"].finished
+    assert finished is not None and finished["result"] == {"r": "a\udcffb"}
 
 
 def test_bad_types_and_fields(tmp_path: Path) -> None:
+    def without(rec: dict[str, Any], name: str) -> dict[str, Any]:
+        return {k: v for k, v in rec.items() if k != name}
+
     with TranscriptWriter(tmp_path / "t.jsonl", "r") as w:
         with pytest.raises(ValueError, match="unknown transcript record type 'step_done'"):
-            w.write("step_done", step="1", event="e")
-        with pytest.raises(ValueError, match="'step'"):
-            w.write("step_started", event="e")
-        with pytest.raises(ValueError, match="'event'"):
-            w.write("step_progress", step="1")
-        with pytest.raises(ValueError, match="'event'"):
-            w.write("step_finished", step="1", event="")
-        with pytest.raises(ValueError, match="'value'"):
+            w.write("step_done", **step_finished("1"))
+        with pytest.raises(ValueError, match="step_started record needs 'step'"):
+            w.write("step_started", **without(step_started("1"), "step"))
+        with pytest.raises(ValueError, match="step_progress record needs 'event'"):
+            w.write("step_progress", **without(step_progress("1"), "event"))
+        with pytest.raises(ValueError, match="step_finished record: 'event' must be a non-empty string"):
+            w.write("step_finished", **step_finished("1", event=""))
+        with pytest.raises(ValueError, match="clock record: 'value' must be a string, not a number"):
             w.write("clock", value=12)
-        with pytest.raises(ValueError, match="'step'"):
-            w.write("decide", answer="x")
-        with pytest.raises(ValueError, match="seq"):
-            w.write("run_started", seq=5)
+        with pytest.raises(ValueError, match="decide record needs 'step'"):
+            w.write("decide", **without(decide("1"), "step"))
+        with pytest.raises(ValueError, match="seq is set by the writer"):
+            w.write("run_started", **RUN, seq=5)
+        with pytest.raises(ValueError, match="mac is set by the writer"):
+            w.write("run_started", **RUN, mac="0" * 32)
         assert w.last_seq == 0
     with pytest.raises(ValueError, match="run_id"):
         TranscriptWriter(tmp_path / "u.jsonl", "")
@@ -451,13 +806,16 @@ def test_write_after_close(tmp_path: Path) -> None:
     w.close()
     w.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
-        w.write("run_started")
+        w.write("run_started", **RUN)
+    with pytest.raises(ValueError, match="closed"):
+        w.append(RunStarted(**RUN))
+    assert (tmp_path / "t.jsonl").read_bytes() == b""
 
 
 def test_failed_write_leaves_no_half_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.jsonl"
     w = TranscriptWriter(path, "r")
-    w.write("run_started")
+    w.write("run_started", **RUN)
     real_write = os.write
     calls = {"n": 0}
 
@@ -469,37 +827,50 @@ def test_failed_write_leaves_no_half_line(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(os, "write", half_then_enospc)
     with pytest.raises(OSError):
-        w.write("step_started", step="1", event="e", pad="x" * 100)
+        w.write("step_started", **step_started("1", params={"pad": "x" * 100}))
+    assert calls["n"] == 2
     monkeypatch.setattr(os, "write", real_write)
-    assert w.write("step_started", step="1", event="e")["seq"] == 2
+    assert w.write("step_started", **step_started("1"))["seq"] == 2
     w.close()
-    t = read_transcript(path)
+    t = read_transcript(path, key=b"")  # the failed line left no trace in the chain of seals either
     assert not t.torn_tail and [r["seq"] for r in t.records] == [1, 2]
 
 
 def test_durable_mode(tmp_path: Path) -> None:
     path = tmp_path / "d" / "t.jsonl"
-    with TranscriptWriter(path, "r", durable=True) as w:
-        w.write("run_started")
-        w.write("run_finished", status="ok")
-    assert read_transcript(path).finished is not None
+    lock = RunLock.acquire(path)
+    try:
+        with TranscriptWriter(path, "r", durable=True, key=KEY, lock=lock) as w:
+            w.write("run_started", **RUN)
+            w.write("run_finished", **run_finished())
+    finally:
+        lock.release()
+    again = RunLock.acquire(path, create=False)  # the head was synced at close: a fresh hold reads it back
+    try:
+        assert again.found is not None and again.found.seq == 2
+        assert read_transcript(path, key=KEY, head=again.found).finished is not None
+    finally:
+        again.release()
 
 
 def test_concurrent_writers_threads(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    with TranscriptWriter(path, "r") as w:
-        w.write("run_started")
+    with TranscriptWriter(path, "r", key=KEY) as w:
+        w.write("run_started", **RUN)
 
         def work(k: int) -> None:
             for i in range(50):
-                w.write("step_progress", step=str(k), event="e", i=i)
+                w.write("step_progress", **step_progress(str(k), message=f"{k}:{i}"))
 
         threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    assert [r["seq"] for r in read_transcript(path).records] == list(range(1, 402))
+    records = read_transcript(path, key=KEY).records  # one unbroken chain of seals
+    assert [r["seq"] for r in records] == list(range(1, 402))
+    for k in range(8):
+        assert [r["message"] for r in records if r.get("step") == str(k)] == [f"{k}:{i}" for i in range(50)]
 
 
 # --------------------------------------------------------------------------- crash
@@ -510,21 +881,33 @@ def test_sigkill_loses_no_written_line(tmp_path: Path) -> None:
     n = 200
     script = textwrap.dedent(
         """
-        import os, signal, sys
+        import json, os, signal, sys
+        from pathlib import Path
         from chainlang.journal.jsonl import TranscriptWriter
-        w = TranscriptWriter(sys.argv[1], "killed-run")
-        w.write("run_started", chain="c.yaml")
+        from chainlang.journal.lock import RunLock
+        path = Path(sys.argv[1])
+        lock = RunLock.acquire(path)
+        w = TranscriptWriter(path, "killed-run", key=bytes.fromhex(sys.argv[3]), lock=lock)
+        w.write("run_started", **json.loads(sys.argv[4]))
         for i in range(int(sys.argv[2]) - 1):
-            w.write("step_started", step=str(i), event="e", payload="x" * 64)
+            w.write("step_started", step=str(i), event="e", attempt=1, params={"payload": "x" * 64})
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-c", script, str(path), str(n)], env=env, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script, str(path), str(n), KEY.hex(), json.dumps(RUN)],
+                          env=env, timeout=60)
     assert proc.returncode == -signal.SIGKILL
     t = read_transcript(path)
     assert len(t.records) == n and t.last_seq == n and not t.torn_tail
     assert len(t.unfinished()) == n - 1
+    # the kernel released the dead process's hold, and kept its last head (before the last action)
+    lock = RunLock.acquire(path, create=False)
+    try:
+        assert lock.found is not None and lock.found.seq == n
+        assert read_transcript(path, key=KEY, head=lock.found).records == t.records
+    finally:
+        lock.release()
 
 
 # --------------------------------------------------------------------------- idempotency
@@ -580,11 +963,12 @@ def test_hot_path_is_cheap(tmp_path: Path) -> None:
     for secrets in ((), (SECRET,)):
         path = tmp_path / f"speed{len(secrets)}.jsonl"
         with TranscriptWriter(path, "r", secrets=secrets) as w:
-            w.write("run_started")
+            w.write("run_started", **RUN)
             start = time.perf_counter()
             for i in range(2000):
-                w.write("step_started", step=str(i), event="tools.x", inputs={"n": i})
-                w.write("step_finished", step=str(i), event="tools.x", status="ok", result={"n": i}, duration_ms=1)
+                w.write("step_started", step=str(i), event="tools.x", attempt=1, max_attempts=1, params={"n": i})
+                w.write("step_finished", step=str(i), event="tools.x", status="ok", result={"n": i}, error=None,
+                        duration_ms=1, attempt=1)
             elapsed = time.perf_counter() - start
         assert elapsed < 2.0, elapsed
         assert read_transcript(path).last_seq == 4001
