@@ -235,7 +235,7 @@ def main() -> None:
 
     import ruamel.yaml
 
-    from chainlang.api import check_files, default_registry
+    from chainlang.pipeline import check_files, default_registry
 
     print(f"chainlang check benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), "
           f"load average {os.getloadavg()[0]:.2f}, best of {args.repeat}")

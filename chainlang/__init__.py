@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from chainlang.api import check_files, check_text
+    from chainlang.pipeline import check_files, check_text
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.decorator import event
     from chainlang.runtime.resume import resume, resume_async
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
     "event": ("chainlang.registry.decorator", "event"),
-    "check_files": ("chainlang.api", "check_files"),
-    "check_text": ("chainlang.api", "check_text"),
+    "check_files": ("chainlang.pipeline", "check_files"),
+    "check_text": ("chainlang.pipeline", "check_text"),
     "run": ("chainlang.runtime.runner", "run"),
     "run_async": ("chainlang.runtime.runner", "run_async"),
     "resume": ("chainlang.runtime.resume", "resume"),

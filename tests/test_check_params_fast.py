@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chainlang.api import check_text, default_registry
+from chainlang.pipeline import check_text, default_registry
 from chainlang.checks import params
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def test_a_small_check_does_not_import_jsonschema(tmp_path: Path) -> None:
                      "  - memory.search: {query: \"{tools.now.weekday}\", scope: recent}\n", encoding="utf-8")
     code = (
         "import sys\n"
-        "from chainlang.api import check_files\n"
+        "from chainlang.pipeline import check_files\n"
         f"result = check_files([{str(chain)!r}])\n"
         "assert not result.diagnostics, result.diagnostics\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jsonschema', 'pydantic')))\n"

@@ -139,7 +139,7 @@ def test_check_all_ok_goldens_at_once() -> None:
 def test_check_err_golden_exit_code_and_diagnostics(case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On every error golden, `check --format json` prints what the API finds (test_golden
     owns the expected diagnostics), and exits 1 exactly when one of them is an error."""
-    from chainlang.api import check_files
+    from chainlang.pipeline import check_files
 
     monkeypatch.chdir(case.parent)
     result = CliRunner().invoke(main, ["check", "--tools", str(GOLDEN_TOOLS), "--format", "json", case.name])

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from chainlang.llm import ModelClient, Timeouts
-from chainlang.registry.config import load_config
-from chainlang.registry.config_model import DecideConfig
+from chainlang.config.project import load_config
+from chainlang.config.model import DecideConfig
 from chainlang.registry.errors import ConfigError
 from chainlang.runtime.decide import (
     DECISION_SCHEMA,
@@ -676,7 +676,7 @@ def test_httpx_is_imported_only_when_a_model_is_asked(tmp_path: Path) -> None:
     code = """
 import sys
 from chainlang.cli import main
-from chainlang.registry.config_model import DecideConfig
+from chainlang.config.model import DecideConfig
 from chainlang.runtime.decide import decider_from_config
 for args in (["--help"], ["check", sys.argv[1]]):
     try:

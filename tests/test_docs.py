@@ -52,10 +52,10 @@ from typing import cast
 
 import pytest
 
-from chainlang.api import check_files, default_registry
+from chainlang.pipeline import check_files, default_registry
 from chainlang.diagnostics import Rule
 from chainlang.registry.registry import Registry
-from chainlang.rules import ALL_RULES, RULES_BY_ID, RULES_BY_SLUG
+from chainlang.diagnostics.rules import ALL_RULES, RULES_BY_ID, RULES_BY_SLUG
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -121,7 +121,7 @@ def parse_marker(line: str) -> Marker:
         if not re.fullmatch(r"CL\d{3}", word):
             raise ValueError(f"{word!r} is not a rule id (CL014), 'hooks' or 'skip -- reason': {line.strip()!r}")
         if word not in RULES_BY_ID:
-            raise ValueError(f"{word} is not a rule of chainlang.rules: {line.strip()!r}")
+            raise ValueError(f"{word} is not a rule of chainlang.diagnostics.rules: {line.strip()!r}")
     if len(set(words)) != len(words):
         raise ValueError(f"a rule id is listed twice: {line.strip()!r}")
     return Marker(kind=kind, rules=frozenset(words))
@@ -435,7 +435,7 @@ def test_index_lists_every_rule() -> None:
     for rule in ALL_RULES:
         assert rule.id in rows, f"index.md has no table row for {rule.id}"
         slug, link, severity, title = rows[rule.id]
-        # the title as in chainlang.rules; the page may add code spans
+        # the title as in chainlang.diagnostics.rules; the page may add code spans
         assert (slug, link, severity, title.replace("`", "")) == (rule.slug, rule.slug, rule.severity, rule.title.replace("`", "")), (
             f"index.md row of {rule.id}")
     assert set(rows) == set(RULES_BY_ID), f"index.md lists unknown rules: {sorted(set(rows) - set(RULES_BY_ID))}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chainlang.api import check_files, default_registry
+from chainlang.pipeline import check_files, default_registry
 from chainlang.diagnostics import Diagnostic
 
 HERE = Path(__file__).parent / "chains"

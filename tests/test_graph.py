@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from chainlang.api import check_files, default_registry
+from chainlang.pipeline import check_files, default_registry
 from chainlang.compile import compile_chain, hook_order
 from chainlang.expr import DataResolver
-from chainlang.graph_render import to_dot, to_json, to_mermaid
+from chainlang.compile.render import to_dot, to_json, to_mermaid
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -35,7 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chainlang.api import LoadedFile, check_loaded, default_registry, load_file
+from chainlang.pipeline import LoadedFile, check_loaded, default_registry, load_file
 from chainlang.diagnostics import Diagnostic, sort_diagnostics
 from chainlang.expr import (
     ANY,
@@ -45,7 +45,7 @@ from chainlang.expr import (
     parse_expression,
     parse_template,
 )
-from chainlang.rules import RULES_BY_ID
+from chainlang.diagnostics.rules import RULES_BY_ID
 
 pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
 

@@ -746,3 +746,47 @@ def test_processes_creating_the_key_at_once_agree(tmp_path: Path) -> None:
         assert outs == [key.hex()] * len(procs)
         assert stat.S_IMODE((root / KEY_FILE).stat().st_mode) == 0o600
         assert sorted(p.name for p in (root / ".chainlang").iterdir()) == ["transcript.key"]
+
+
+# -- found in review: a numeric secret, a lone surrogate ---------------------------------------
+
+
+def test_a_numeric_secret_in_a_duration_leaves_the_record_valid(tmp_path: Path) -> None:
+    """Masking a duration whose digits contain a secret turned it into "***": a record the
+    reader (and so resume) then refused. Counts, durations and statuses are not masked."""
+    from chainlang.journal.jsonl import TranscriptWriter, read_transcript
+    from chainlang.journal.records import RunStarted, StepFinished, StepStarted
+
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path, "r", secrets=["1234"]) as w:
+        w.append(RunStarted(None, "/c.chain.yaml", "0" * 64, {}, None, "2026-01-01", [], False))
+        w.append(StepStarted("1", "e.v", 1, {"pin": "1234"}, 1))
+        w.append(StepFinished("1", "e.v", "ok", {"pin": 1234}, None, 0.1234, 1))
+    t = read_transcript(path, key=b"")
+    assert t.steps["1"].finished is not None and t.steps["1"].finished["duration_ms"] == 0.1234
+    assert t.steps["1"].finished["result"] == {"pin": "***"} and t.steps["1"].started["params"] == {"pin": "***"}
+
+
+def test_a_lone_surrogate_keeps_the_envelope_first_and_moves_the_head(tmp_path: Path) -> None:
+    import os
+
+    from chainlang.journal.jsonl import TranscriptWriter, read_transcript
+    from chainlang.journal.lock import RunLock
+    from chainlang.journal.records import RunStarted, StepStarted
+
+    path = tmp_path / "t.jsonl"
+    key = os.urandom(32)
+    lock = RunLock.acquire(path)
+    w = TranscriptWriter(path, "r", key=key, lock=lock)
+    w.append(RunStarted(None, "/c.chain.yaml", "0" * 64, {}, None, "2026-01-01", [], False))
+    w.append(StepStarted("1", "e.v", 1, {"s": "x\udc80"}, 1))
+    last = path.read_text(encoding="utf-8").splitlines()[-1]
+    assert last.startswith('{"type":"step_started","run_id":"r","seq":2,'), last
+    lock.release()  # without closing the writer: the head must already be at seq 2 (a crash here)
+    again = RunLock.acquire(path, create=False)
+    try:
+        assert again.found is not None and again.found.seq == 2
+        read_transcript(path, key=key, head=again.found)
+    finally:
+        again.release()
+        w.close()

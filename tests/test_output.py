@@ -20,7 +20,7 @@ from chainlang.diagnostics import Diagnostic, Rule
 from chainlang.output import FORMATS, render
 from chainlang.output.github import escape_data, escape_property
 from chainlang.output.sarif import SARIF_SCHEMA, artifact_location
-from chainlang.rules import (
+from chainlang.diagnostics.rules import (
     ALL_RULES,
     EXPR_SYNTAX,
     MISSING_PARAM,
@@ -29,7 +29,7 @@ from chainlang.rules import (
     UNKNOWN_KEY,
     YAML_SYNTAX,
 )
-from chainlang.source import SourceFile
+from chainlang.load.source import SourceFile
 
 DATA = Path(__file__).parent / "data"
 SARIF_SCHEMA_FILE = DATA / "sarif-schema-2.1.0.json"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chainlang.runtime.progress import (
+from chainlang.output.progress import (
     MAX_TEXT,
     PlainProgress,
     QuietProgress,
@@ -340,7 +340,7 @@ def test_rich_missing_falls_back_to_plain(monkeypatch: pytest.MonkeyPatch) -> No
 def test_importing_the_module_does_not_import_rich() -> None:
     code = (
         "import io, sys\n"
-        "import chainlang.runtime.progress as p\n"
+        "import chainlang.output.progress as p\n"
         "for mode in ('plain', 'quiet', 'auto'):\n"
         "    v = p.make_progress(io.StringIO(), mode)\n"
         "    v.record({'type': 'step_finished', 'step': '1', 'event': 'e', 'status': 'ok', 'duration_ms': 1.0})\n"
@@ -469,7 +469,7 @@ def test_records_from_several_threads() -> None:
 
 def test_ok_text_is_the_ok_line() -> None:
     """The fast ok line (`ok_text`) says exactly what the general `finished(rec, "ok")` says."""
-    from chainlang.runtime.progress import _Formatter
+    from chainlang.output.progress import _Formatter
 
     names: list[object] = ["1", "2[0].1", "tools.now", "x" * 300, HOSTILE, "é", None, 42, ""]
     durations: list[object] = [0.0, 0.42, 999.96, 61_000.0, -1.0, float("nan"), None, "3", 12]
@@ -525,7 +525,7 @@ def test_pipe_lines_are_written_by_the_watching_thread_without_a_loop() -> None:
 def test_a_view_never_closed_is_flushed_at_exit() -> None:
     code = (
         "import sys\n"
-        "from chainlang.runtime.progress import PlainProgress\n"
+        "from chainlang.output.progress import PlainProgress\n"
         "view = PlainProgress(sys.stderr)\n"
         "view.FLUSH_INTERVAL = view.WATCH_INTERVAL = 3600.0\n"
         "for i in range(3):\n"
@@ -551,7 +551,7 @@ def test_a_signalled_cli_run_writes_its_collected_lines(tmp_path: Path, sig: str
         encoding="utf-8")
     code = (
         "import sys\n"
-        "from chainlang.runtime.progress import PlainProgress\n"
+        "from chainlang.output.progress import PlainProgress\n"
         "PlainProgress.FLUSH_INTERVAL = PlainProgress.WATCH_INTERVAL = 3600.0\n"
         "from chainlang.cli import main\n"
         f"sys.argv = ['chainlang', 'run', 'main.chain.yaml', '--tools', {str(tools)!r}, '--transcript', 'run.jsonl']\n"

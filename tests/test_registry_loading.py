@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from chainlang.config.project import find_config, find_project_config, load_config
 from chainlang.registry import (
     ConfigError,
     RegistryError,
     ToolLoadError,
     build_registry,
-    find_config,
-    find_project_config,
-    load_config,
     load_tools,
 )
 

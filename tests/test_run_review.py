@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import chainlang
-from chainlang.api import UsageError
+from chainlang.pipeline import UsageError
 
 from tests.journal_util import rewrite
 from tests.test_run import NOW, TOOLS, Ran, _cut_after, run

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from chainlang.runtime.progress import MAX_TEXT, PlainProgress, QuietProgress
+from chainlang.output.progress import MAX_TEXT, PlainProgress, QuietProgress
 from chainlang.runtime.secrets import Redactor, escape_surrogates
 from tests.test_decide import KEY, KEY_ENV, FakeEndpoint, Reply, endpoint  # noqa: F401 - endpoint is a fixture
 from tests.test_run_cli import (

@@ -120,7 +120,7 @@ def test_wheel_contains_the_package_data(wheel: Path) -> None:
         expected = {f"chainlang/_data/{folder}/{p.name}" for p in (REPO / folder).glob(pattern)}
         assert expected and expected <= names, sorted(expected - names)
     assert "chainlang/py.typed" in names
-    assert "chainlang/cli.py" in names
+    assert "chainlang/cli/main.py" in names
     assert not any(n.startswith(("tests/", "examples/", "chainlang/tests/")) for n in names)
 
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chainlang.diagnostics import DiagnosticSink, Rule, Severity
-from chainlang.loader import AnyNode, ScalarNode
+from chainlang.load.loader import AnyNode, ScalarNode
 from chainlang.model.nodes import Chain
-from chainlang.scalar_offsets import source_offset
-from chainlang.source import SourceFile, Span
+from chainlang.load.scalar_offsets import source_offset
+from chainlang.load.source import SourceFile, Span
 
 if TYPE_CHECKING:
     from chainlang.checks.scope import Analysis
@@ -72,6 +72,6 @@ class Check(Protocol):
 
 
 def suggestion(word: str, candidates: Any) -> str | None:
-    from chainlang.suggest import did_you_mean
+    from chainlang.diagnostics.suggest import did_you_mean
 
     return did_you_mean(word, candidates)

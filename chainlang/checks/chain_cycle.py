@@ -5,10 +5,10 @@ at run time, as max_depth does for a hook that re-triggers itself (CL044)."""
 
 from __future__ import annotations
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
 from chainlang.checks.calls import chain_steps, direct_calls
-from chainlang.graphs import find_cycles
+from chainlang.checks.cycles import find_cycles
 
 RULES = (rules.CHAIN_CYCLE,)
 

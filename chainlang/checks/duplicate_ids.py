@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
-from chainlang.loader import ScalarNode
+from chainlang.load.loader import ScalarNode
 from chainlang.model.nodes import walk_steps
 
 RULES = (rules.DUPLICATE_ID,)

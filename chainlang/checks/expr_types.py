@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
 from chainlang.expr import types as T
 

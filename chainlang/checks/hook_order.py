@@ -6,9 +6,9 @@ that can run together are this file's hooks plus every hooks file of the project
 
 from __future__ import annotations
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext, suggestion
-from chainlang.graphs import find_cycles
+from chainlang.checks.cycles import find_cycles
 from chainlang.model.nodes import Hook
 
 RULES = (rules.HOOK_AFTER_UNKNOWN, rules.HOOK_AFTER_CYCLE)

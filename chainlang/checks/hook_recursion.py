@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections import deque
 from fnmatch import fnmatchcase
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
 from chainlang.checks.calls import transitive_events
 from chainlang.checks.hook_order import universe
-from chainlang.graphs import strongly_connected
+from chainlang.checks.cycles import strongly_connected
 from chainlang.model.nodes import Hook
 
 RULES = (rules.HOOK_RECURSION,)

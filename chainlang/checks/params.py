@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext, suggestion
 from chainlang.expr import types as T
 from chainlang.model.nodes import EventStep, Hook, walk_steps

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
 
 RULES = (rules.REF_UNKNOWN, rules.REF_INPUT, rules.REF_FORWARD, rules.REF_SIBLING, rules.REF_INDEX, rules.REF_PATH)

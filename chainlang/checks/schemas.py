@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
 
 RULES = (rules.BAD_SCHEMA,)
@@ -16,7 +16,7 @@ def check(ctx: CheckContext) -> None:
     from jsonschema import Draft7Validator
     from jsonschema.exceptions import SchemaError, best_match
 
-    from chainlang.loader import node_at
+    from chainlang.load.loader import node_at
     from chainlang.schemas.cache import entry
     from chainlang.schemas.safe import iter_errors, schema_problems
 

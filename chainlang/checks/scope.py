@@ -12,11 +12,11 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.diagnostics import Rule
 from chainlang.expr import types as T
 from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
-from chainlang.loader import AnyNode
+from chainlang.load.loader import AnyNode
 from chainlang.model.bindings import Binding, ChainBindings
 from chainlang.model.nodes import (
     BlockStep,
@@ -30,7 +30,7 @@ from chainlang.model.nodes import (
     Value,
     walk_steps,
 )
-from chainlang.suggest import affordable, did_you_mean
+from chainlang.diagnostics.suggest import affordable, did_you_mean
 
 if TYPE_CHECKING:
     from chainlang.checks.base import CheckContext

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
 from chainlang.model.nodes import EventStep, walk_steps
-from chainlang.suggest import affordable
+from chainlang.diagnostics.suggest import affordable
 
 RULES = (rules.UNKNOWN_EVENT,)
 

@@ -91,6 +91,9 @@ _STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
 _HEAD_BEFORE = (b'{"type":"step_started"', b'{"type":"run_started"')
 _ENVELOPE = ("type", "run_id", "seq", "ts")
 _RESERVED_FIELDS = frozenset((*_ENVELOPE, "mac"))
+# members whose values are counts, durations or fixed words that chainlang sets itself:
+# never masked (masking the digits of a duration would make the record invalid)
+_STRUCTURAL = frozenset({"status", "attempt", "max_attempts", "duration_ms", "fraction"})
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
@@ -353,15 +356,15 @@ class TranscriptWriter:
             else:
                 line = f'{{"type":"{type}","run_id":{self._run_id_json},"seq":{seq},"ts":"{ts}"}}\n'
             if self._redactor.secrets and self._redactor.line_may_leak(line):
-                record = {"type": type, "run_id": self.run_id, "seq": seq, "ts": ts, **self._redactor.redact(fields)}
+                record = {"type": type, "run_id": self.run_id, "seq": seq, "ts": ts, **self._masked(fields)}
                 line = self._encode_envelope(record) + "\n"
             else:
                 record = fields  # the caller's dict, given to it back with the envelope (no copy)
                 record["type"], record["run_id"], record["seq"], record["ts"] = type, self.run_id, seq, ts
             try:
                 data = line.encode("utf-8")
-            except UnicodeEncodeError:
-                data = _to_utf8(line, record)
+            except UnicodeEncodeError:  # the envelope first, as on every line
+                data = _to_utf8(line, {"type": type, "run_id": self.run_id, "seq": seq, "ts": ts, **record})
             self._append(fd, data, seq)
             return record
 
@@ -378,7 +381,10 @@ class TranscriptWriter:
         if _RESERVED_FIELDS.intersection(fields):
             bad = sorted(_RESERVED_FIELDS.intersection(fields))
             raise ValueError(f"{type} record: {', '.join(bad)} is set by the writer, not a field")
-        decode({**fields, "type": type})  # the one codec says what a record of this type holds
+        try:
+            decode({**fields, "type": type})  # the one codec says what a record of this type holds
+        except RecordError as exc:
+            raise RecordError(self._redactor.mask(str(exc))) from None  # it may quote a value
         with self._lock:
             fd = self._fd
             if fd is None:
@@ -388,10 +394,16 @@ class TranscriptWriter:
             record.update(fields)
             line = self._encode(record, fields)
             if self._redactor and self._redactor.line_may_leak(line):
-                record = {**{k: record[k] for k in _ENVELOPE}, **self._redactor.redact(fields)}
+                record = {**{k: record[k] for k in _ENVELOPE}, **self._masked(fields)}
                 line = self._encode_envelope(record) + "\n"
             self._append(fd, _to_utf8(line, record), seq)
             return record
+
+    def _masked(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """`fields` with secrets masked in every member but the counts, durations and
+        statuses (see _STRUCTURAL)."""
+        redact = self._redactor.redact
+        return {k: v if k in _STRUCTURAL else redact(v) for k, v in fields.items()}
 
     def _append(self, fd: int, data: bytes, seq: int) -> None:
         """Seal and write one line (the lock is held), then move the head; on failure,

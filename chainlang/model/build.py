@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.diagnostics import DiagnosticSink, Rule
-from chainlang.durations import DURATION_HINT, MAX_DURATION, parse_duration
+from chainlang.model.durations import DURATION_HINT, MAX_DURATION, parse_duration
 from chainlang.expr import ExprSyntaxError, parse_expression, parse_template
-from chainlang.loader import AnyNode, MapNode, ScalarNode, SeqNode
+from chainlang.load.loader import AnyNode, MapNode, ScalarNode, SeqNode
 from chainlang.model.nodes import (
     BlockStep,
     Chain,
@@ -32,9 +32,9 @@ from chainlang.model.nodes import (
     Trigger,
     Value,
 )
-from chainlang.scalar_offsets import source_offset
-from chainlang.suggest import closest
-from chainlang.source import SourceFile, Span
+from chainlang.load.scalar_offsets import source_offset
+from chainlang.diagnostics.suggest import closest
+from chainlang.load.source import SourceFile, Span
 
 EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+$")
 IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -640,7 +640,7 @@ class ModelBuilder:
             if schema_node is None or (isinstance(schema_node, ScalarNode) and schema_node.value is None):
                 schema: dict[str, Any] = {}
             elif isinstance(schema_node, MapNode):
-                from chainlang.loader import to_data
+                from chainlang.load.loader import to_data
 
                 schema = to_data(schema_node)
             elif isinstance(schema_node, ScalarNode) and schema_node.value in ("string", "integer", "number", "boolean", "array", "object"):
@@ -694,7 +694,7 @@ class ModelBuilder:
         if not isinstance(node, MapNode):
             self.wrong_type(node, "'events'", "a mapping of event names to {description, payload}")
             return
-        from chainlang.loader import to_data
+        from chainlang.load.loader import to_data
 
         for key_node, decl in node.pairs:
             name = key_node.text

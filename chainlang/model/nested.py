@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from chainlang.diagnostics import DiagnosticSink
-from chainlang.loader import MapNode, ScalarNode, SeqNode
+from chainlang.load.loader import MapNode, ScalarNode, SeqNode
 from chainlang.model.build import ModelBuilder
 from chainlang.model.nodes import Chain, EventStep, Hook, walk_steps
-from chainlang.source import SourceFile
+from chainlang.load.source import SourceFile
 
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from chainlang.loader import AnyNode, MapNode, ScalarNode
+from chainlang.load.loader import AnyNode, MapNode, ScalarNode
 
 if TYPE_CHECKING:
     from chainlang.model.bindings import ChainBindings
@@ -35,7 +35,7 @@ class Condition:
             return self.node.text
         import json
 
-        from chainlang.loader import to_data
+        from chainlang.load.loader import to_data
 
         return json.dumps(to_data(self.node), ensure_ascii=False)
 

@@ -25,7 +25,7 @@ from chainlang import __version__
 
 if TYPE_CHECKING:
     from chainlang.diagnostics import Diagnostic
-    from chainlang.source import SourceFile
+    from chainlang.load.source import SourceFile
 
 __all__ = ["FORMATS", "render"]
 

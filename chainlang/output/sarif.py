@@ -24,7 +24,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote
 
 from chainlang.diagnostics import Diagnostic, Rule
-from chainlang.rules import ALL_RULES
+from chainlang.diagnostics.rules import ALL_RULES
 
 __all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "render"]
 

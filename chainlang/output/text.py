@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 
 from chainlang.diagnostics import Diagnostic
-from chainlang.source import SourceFile
+from chainlang.load.source import SourceFile
 
 __all__ = ["TAB_WIDTH", "render", "summary"]
 

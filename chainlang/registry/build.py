@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from chainlang.registry.config import display_path, find_project_config
+from chainlang.config.project import display_path, find_project_config
 from chainlang.registry.loading import load_tools
 from chainlang.registry.registry import Registry
 from chainlang.registry.stdlib import stdlib_specs

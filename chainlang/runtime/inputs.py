@@ -22,10 +22,10 @@ def apply_input_defaults(graph: "ExecutionGraph", inputs: dict[str, Any]) -> dic
 def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, Any]:
     """The chain's inputs: defaults filled, each validated against its schema. UsageError
     names every problem (unknown or missing inputs, invalid values)."""
-    from chainlang.api import UsageError
+    from chainlang.pipeline import UsageError
     from chainlang.runtime.decide import validate_params
     from chainlang.journal.jsonl import _find_non_json
-    from chainlang.suggest import did_you_mean
+    from chainlang.diagnostics.suggest import did_you_mean
 
     problems: list[str] = []
     for name, value in given.items():

@@ -106,7 +106,7 @@ def abandoned_text(name: str, watch: Watch) -> str:
 async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str) -> Any:
     """A named chain or `chain.run` as a step: its steps run in this run at depth + 1, under
     the allow lists in force; its outputs are the step's result."""
-    from chainlang.api import UsageError
+    from chainlang.pipeline import UsageError
     from chainlang.runtime.inputs import check_inputs
     from chainlang.runtime.walk import ChainRun
 

@@ -10,13 +10,13 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from chainlang.api import UsageError
+from chainlang.pipeline import UsageError
 
 if TYPE_CHECKING:
-    from chainlang.api import LoadedFile
+    from chainlang.pipeline import LoadedFile
     from chainlang.compile import ExecutionGraph
     from chainlang.diagnostics import Diagnostic
-    from chainlang.registry.config import ProjectConfig
+    from chainlang.config.project import ProjectConfig
     from chainlang.registry.registry import Registry
 
 
@@ -39,11 +39,11 @@ class Prepared:
 def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "Registry | None" = None) -> Prepared:
     """Load, check and compile the chain at `path`. Raises UsageError for a path or tools
     that cannot be used; check errors are in `diagnostics` (and `graph` is None)."""
-    from chainlang.api import context_files, default_registry, load_file
-    from chainlang.registry.config import find_project_config
+    from chainlang.pipeline import context_files, default_registry, load_file
+    from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
 
-    from chainlang.api import file_kind
+    from chainlang.pipeline import file_kind
 
     chain_path = Path(path)
     if chain_path.is_dir():
@@ -75,7 +75,7 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
 
 def _not_a_chain_file(directory: str) -> str:
     """The message for `chainlang run DIR`, naming a chain file in it when there is one."""
-    from chainlang.api import file_kind, is_chain_file
+    from chainlang.pipeline import file_kind, is_chain_file
 
     names: list[str] = []
     try:
@@ -96,7 +96,7 @@ def _not_a_chain_file(directory: str) -> str:
 
 
 def _check(files: list["LoadedFile"], registry: "Registry", context: list["LoadedFile"]) -> tuple[list["Diagnostic"], "Registry", dict[str, "LoadedFile"]]:
-    from chainlang.api import check_project
+    from chainlang.pipeline import check_project
 
     diagnostics, project, project_registry = check_project(files, registry, context)
     by_chain = {id(f.chain): f for f in files + context}
@@ -118,7 +118,7 @@ class SubChains:
         self.graphs: dict[str, "ExecutionGraph"] = {}
 
     def __call__(self, target: str, caller: str) -> "ExecutionGraph":
-        from chainlang.api import is_chain_file, load_file
+        from chainlang.pipeline import is_chain_file, load_file
         from chainlang.runtime.outcomes import ChainLoadError
 
         if target in self.named:

@@ -10,7 +10,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from chainlang.api import UsageError
+from chainlang.pipeline import UsageError
 from chainlang.runtime.prepare import prepare
 from chainlang.runtime.runner import RunResult, _execute, _project_key, _stderr, _take, parse_now, run_secrets
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from chainlang.journal.jsonl import Transcript
     from chainlang.journal.lock import RunLock
     from chainlang.registry.registry import Registry
-    from chainlang.runtime.progress import ProgressView
+    from chainlang.output.progress import ProgressView
     from chainlang.runtime.replay import Replay
 
 
@@ -155,7 +155,7 @@ def _recorded_chain_file(where: Path) -> str:
 
 
 def _project_root(start: Path) -> Path:
-    from chainlang.registry.config import find_project_config
+    from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
 
     try:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from chainlang.api import UsageError
+from chainlang.pipeline import UsageError
 from chainlang.runtime.inputs import check_inputs
 from chainlang.runtime.prepare import Prepared, prepare
 from chainlang.runtime.secrets import Redactor
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from chainlang.journal.lock import RunLock
     from chainlang.journal.records import Record
     from chainlang.diagnostics import Diagnostic
-    from chainlang.registry.config import ProjectConfig
+    from chainlang.config.project import ProjectConfig
     from chainlang.registry.registry import Registry
-    from chainlang.runtime.progress import ProgressView
+    from chainlang.output.progress import ProgressView
 
 #: exit codes of `chainlang run` (LANGUAGE.md §10)
 EXIT_CODES = {"ok": 0, "broken": 0, "failed": 1, "invalid": 1, "interrupted": 1, "limit": 3}
@@ -180,7 +180,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     if on_transcript is not None:
         on_transcript(where)
     view = progress
-    use_secrets = getattr(view, "use_secrets", None)  # the views of chainlang.runtime.progress have it
+    use_secrets = getattr(view, "use_secrets", None)  # the views of chainlang.output.progress have it
     if use_secrets is not None:
         use_secrets(redactor)
     # notifications go through the progress view, so they appear in order with the steps

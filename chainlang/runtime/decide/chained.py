@@ -23,8 +23,8 @@ from chainlang.runtime.decide.embedded import EmbeddedDecider
 from chainlang.runtime.decide.model_decider import ModelDecider
 
 if TYPE_CHECKING:
-    from chainlang.registry.config import ProjectConfig
-    from chainlang.registry.config_model import DecideConfig
+    from chainlang.config.project import ProjectConfig
+    from chainlang.config.model import DecideConfig
 
 __all__ = ["ChainedDecider", "close_decider", "decider_from_config"]
 
@@ -97,8 +97,8 @@ def decider_from_config(config: ProjectConfig | DecideConfig | None) -> ChainedD
     """The decider of a project: the embedded decider, then the model of `[decide]` if it
     names one (`base_url` and `model`), then its `fallback` (default `fail`).
     Raises `chainlang.registry.errors.ConfigError` for a half-configured model."""
-    from chainlang.durations import parse_duration
-    from chainlang.registry.config_model import DecideConfig
+    from chainlang.model.durations import parse_duration
+    from chainlang.config.model import DecideConfig
     from chainlang.registry.errors import ConfigError
 
     decide = config if isinstance(config, DecideConfig) or config is None else config.decide

@@ -26,9 +26,9 @@ from ruamel.yaml.events import (
     StreamEndEvent,
 )
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.diagnostics import DiagnosticSink
-from chainlang.source import YAML11_ONLY_BREAKS, SourceFile, Span
+from chainlang.load.source import YAML11_ONLY_BREAKS, SourceFile, Span
 
 MAX_FILE_CHARS = 4 * 1024 * 1024  # a chain is text written by people or models: 4 MiB is plenty
 MAX_DEPTH = 64  # nesting of collections

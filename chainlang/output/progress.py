@@ -170,7 +170,7 @@ def make_progress(stream: TextIO, mode: Mode = "auto", *, color: bool | None = N
     if mode not in ("auto", "plain", "rich"):
         raise ValueError(f"unknown progress mode {mode!r}: expected auto, plain, rich or quiet")
     if color is None:
-        from chainlang.terminal import use_color as _use_color  # one rule for colour in every command
+        from chainlang.output.terminal import use_color as _use_color  # one rule for colour in every command
 
         color = _use_color(stream)
     if mode == "auto":
@@ -688,7 +688,7 @@ class RichProgress:
         if console is None:
             out = sys.stderr if stream is None else stream
             if color is None:
-                from chainlang.terminal import use_color as _use_color
+                from chainlang.output.terminal import use_color as _use_color
 
                 color = _use_color(out)
             console = Console(file=out, color_system="auto" if color else None, highlight=False, emoji=False)

@@ -38,7 +38,7 @@ def _usage_exit(message: str) -> NoReturn:
 
 def _guarded(fn: Callable[[], int]) -> None:
     """Run a command body: usage errors exit 2 with one line; so does anything unexpected."""
-    from chainlang.api import UsageError
+    from chainlang.pipeline import UsageError
 
     try:
         code = fn()
@@ -56,7 +56,7 @@ def _guarded(fn: Callable[[], int]) -> None:
 
 
 def _use_color(stream: Any) -> bool:
-    from chainlang.terminal import use_color
+    from chainlang.output.terminal import use_color
 
     return use_color(stream)
 
@@ -97,7 +97,7 @@ def check(paths: tuple[str, ...], fmt: str, tools: tuple[str, ...], color: bool 
 
     def body() -> int:
         from chainlang import __version__
-        from chainlang.api import check_files
+        from chainlang.pipeline import check_files
         from chainlang.output import render
 
         result = check_files(paths, tools=tools)
@@ -124,9 +124,9 @@ def graph(file: str, fmt: str, tools: tuple[str, ...]) -> None:
     """
 
     def body() -> int:
-        from chainlang.api import check_files
+        from chainlang.pipeline import check_files
         from chainlang.compile import compile_chain
-        from chainlang.graph_render import RENDERERS
+        from chainlang.compile.render import RENDERERS
         from chainlang.output import render
 
         result = check_files([file], tools=tools)
@@ -171,7 +171,7 @@ def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | Non
     """
 
     def body() -> int:
-        from chainlang.run_cli import run_command
+        from chainlang.cli.run import run_command
 
         return run_command(file, inputs, as_json, transcript, now, tools, progress, color)
 
@@ -197,7 +197,7 @@ def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[
     """
 
     def body() -> int:
-        from chainlang.run_cli import resume_command
+        from chainlang.cli.run import resume_command
 
         return resume_command(transcript, as_json, tools, rerun, skip, progress, color)
 
@@ -224,8 +224,8 @@ def events(as_json: bool, tools: tuple[str, ...]) -> None:
     """List every registered event with its description."""
 
     def body() -> int:
-        from chainlang.api import project_registry
-        from chainlang.describe import events_json, events_text
+        from chainlang.pipeline import project_registry
+        from chainlang.cli.describe import events_json, events_text
 
         registry = project_registry(tools)
         click.echo(events_json(registry) if as_json else events_text(registry))
@@ -242,8 +242,8 @@ def describe(name: str, as_json: bool, tools: tuple[str, ...]) -> None:
     """Describe one event: description, params and result schemas, effects."""
 
     def body() -> int:
-        from chainlang.api import UsageError, project_registry
-        from chainlang.describe import describe_json, describe_text
+        from chainlang.pipeline import UsageError, project_registry
+        from chainlang.cli.describe import describe_json, describe_text
 
         registry = project_registry(tools)
         spec = registry.get(name)

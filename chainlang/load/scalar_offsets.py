@@ -8,8 +8,8 @@ one long string cost one pass over it.
 
 from __future__ import annotations
 
-from chainlang.loader import ScalarNode
-from chainlang.source import LINE_BREAK
+from chainlang.load.loader import ScalarNode
+from chainlang.load.source import LINE_BREAK
 
 _ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}
 _BREAKS = "\r\n\x85\u2028\u2029"  # libyaml folds these inside flow scalars

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from chainlang.registry.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chainlang.registry.config_model import DecideConfig
+    from chainlang.config.model import DecideConfig
 
 __all__ = ["CONFIG_NAME", "ProjectConfig", "display_path", "find_config", "find_project_config", "load_config"]
 
@@ -74,7 +74,7 @@ def load_config(path: Path) -> ProjectConfig:
 
     from pydantic import ValidationError
 
-    from chainlang.registry.config_model import ConfigFile
+    from chainlang.config.model import ConfigFile
 
     try:
         parsed = ConfigFile.model_validate(raw)
@@ -111,7 +111,7 @@ def _describe_error(error: Any) -> str:
 
 
 def _known_keys(parent: tuple[Any, ...]) -> list[str]:
-    from chainlang.registry.config_model import ConfigFile, DecideConfig
+    from chainlang.config.model import ConfigFile, DecideConfig
 
     model: Any = DecideConfig if parent and parent[0] == "decide" else ConfigFile
     return list(model.model_fields)

@@ -120,4 +120,4 @@ class DiagnosticSink:
         )
 
 
-from chainlang.source import Span  # noqa: E402  (only for the annotation above)
+from chainlang.load.source import Span  # noqa: E402  (only for the annotation above)

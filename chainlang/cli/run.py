@@ -11,10 +11,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, cast
 
-from chainlang.api import UsageError
+from chainlang.pipeline import UsageError
 
 if TYPE_CHECKING:
-    from chainlang.runtime.progress import Mode
+    from chainlang.output.progress import Mode
 
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: 
 
 
 def _progress(mode: str, color: bool | None) -> Any:
-    from chainlang.runtime.progress import make_progress
+    from chainlang.output.progress import make_progress
 
     return make_progress(sys.stderr, cast("Mode", mode), color=color)
 
@@ -169,13 +169,13 @@ def _diagnostics_text(result: Any, color: bool | None) -> str:
 
 
 def _use_color(stream: Any) -> bool:
-    from chainlang.terminal import use_color
+    from chainlang.output.terminal import use_color
 
     return use_color(stream)
 
 
 def _shown(path: Path) -> str:
-    from chainlang.registry.config import display_path
+    from chainlang.config.project import display_path
 
     return display_path(path)
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from chainlang import rules
+from chainlang.diagnostics import rules
 from chainlang.diagnostics import Diagnostic, DiagnosticSink, has_errors, sort_diagnostics
-from chainlang.source import SourceFile
+from chainlang.load.source import SourceFile
 
 if TYPE_CHECKING:
     from chainlang.checks.base import Project
@@ -92,7 +92,7 @@ def _display(path: str) -> str:
 
 
 def load_file(path: str, data: bytes | None = None, text: str | None = None) -> LoadedFile:
-    from chainlang.loader import load_bytes, load_text
+    from chainlang.load.loader import load_bytes, load_text
     from chainlang.model.build import build_chain
 
     sink = DiagnosticSink(path)
@@ -102,7 +102,7 @@ def load_file(path: str, data: bytes | None = None, text: str | None = None) -> 
         if data is None:
             data = _read_bounded(path)
         loaded = load_bytes(path, data, sink)
-    from chainlang.suggest import suggestion_budget
+    from chainlang.diagnostics.suggest import suggestion_budget
 
     with suggestion_budget():
         chain = build_chain(loaded.root, loaded.source, sink, kind=file_kind(path))
@@ -111,7 +111,7 @@ def load_file(path: str, data: bytes | None = None, text: str | None = None) -> 
 
 def _read_bounded(path: str) -> bytes:
     """The file's bytes, reading at most one byte past the size limit (the loader reports it)."""
-    from chainlang.loader import MAX_FILE_CHARS
+    from chainlang.load.loader import MAX_FILE_CHARS
 
     try:
         with open(path, "rb") as handle:
@@ -177,7 +177,7 @@ def check_project(files: Sequence[LoadedFile], registry: "Registry",
     from chainlang.checks import all_checks
     from chainlang.checks.base import CheckContext
     from chainlang.model.nested import expand_nested_chains
-    from chainlang.suggest import suggestion_budget
+    from chainlang.diagnostics.suggest import suggestion_budget
 
     project, project_registry = build_project(list(files) + list(context), registry)
     checks = all_checks()
@@ -218,7 +218,7 @@ def project_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -
 
 def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]:
     """Chain files of the directories listed in chainlang.toml's `chains`: their names resolve, their problems are not reported."""
-    from chainlang.registry.config import find_project_config
+    from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
 
     try:

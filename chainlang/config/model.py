@@ -44,7 +44,7 @@ class DecideConfig(BaseModel):
     @field_validator("timeout", mode="before")
     @classmethod
     def _timeout_is_a_duration(cls, value: Any) -> Any:
-        from chainlang.durations import DURATION_HINT, parse_duration
+        from chainlang.model.durations import DURATION_HINT, parse_duration
 
         if isinstance(value, bool) or not isinstance(value, str):
             raise ValueError(f"must be a duration in quotes, e.g. \"30s\"; {DURATION_HINT}")

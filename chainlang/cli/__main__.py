@@ -1,0 +1,5 @@
+"""`python -m chainlang.cli`: the same command as `chainlang`."""
+
+from chainlang.cli.main import main
+
+main(prog_name="chainlang")

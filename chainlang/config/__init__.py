@@ -1,0 +1,2 @@
+"""Project configuration: `chainlang.toml`, found from a path upwards (`project`), and
+its validated model (`model`)."""
