@@ -66,6 +66,7 @@ def _steps(draw: st.DrawFn) -> str:
     return name + ": " + json.dumps(values, ensure_ascii=False)
 
 
+@pytest.mark.slow  # hypothesis-generated: the full suite runs it, make test-fast does not
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(step=_steps())
 def test_generated_steps(step: str, monkeypatch: pytest.MonkeyPatch) -> None:

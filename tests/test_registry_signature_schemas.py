@@ -181,6 +181,7 @@ _json = st.recursive(
 _names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 
 
+@pytest.mark.slow  # hypothesis-generated: the full suite runs it, make test-fast does not
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(annotation=_annotations())
 def test_generated_annotations(annotation: Any) -> None:
@@ -190,6 +191,7 @@ def test_generated_annotations(annotation: Any) -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fields=st.lists(st.tuples(_names, _annotations(), st.one_of(st.just(NO_DEFAULT), _json)), max_size=5,
                        unique_by=lambda field: field[0]))
+@pytest.mark.slow  # hypothesis-generated: the full suite runs it, make test-fast does not
 def test_generated_params(fields: list[tuple[str, Any, Any]]) -> None:
     fast = not any(name in PYDANTIC_NAMES or name.startswith("model_") or name in ("properties", "default")
                    for name, _, _ in fields)

@@ -412,6 +412,7 @@ def schema_and_values(draw: st.DrawFn) -> tuple[Any, list[Any]]:
     return schema, values
 
 
+@pytest.mark.slow  # hypothesis-generated: the full suite runs it, make test-fast does not
 @SETTINGS
 @given(schema_and_values())
 def test_generated_schemas_agree_with_jsonschema(case: tuple[Any, list[Any]]) -> None:
