@@ -50,23 +50,21 @@ containing it is written: lines already written are not rewritten.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from chainlang.journal.integrity import GENESIS, seal, split_sealed, mac_of
+from chainlang.journal.integrity import GENESIS, seal
+from chainlang.journal.reader import StepRecord, Transcript, TranscriptError, _parse, read_transcript
+from chainlang.journal.values import describe_path, find_non_json, idempotency_key, is_plain_json
 
 from chainlang.journal.records import RECORD_TYPES, RecordError, decode, fields
 
 if TYPE_CHECKING:
-    from chainlang.journal.lock import Head, RunLock
+    from chainlang.journal.lock import RunLock
     from chainlang.journal.records import Record
 
 # the run's redaction service (chainlang.runtime.secrets); the writer is one of its users
@@ -95,109 +93,6 @@ _RESERVED_FIELDS = frozenset((*_ENVELOPE, "mac"))
 # never masked (masking the digits of a duration would make the record invalid)
 _STRUCTURAL = frozenset({"status", "attempt", "max_attempts", "duration_ms", "fraction"})
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
-
-
-class TranscriptError(Exception):
-    """A transcript that cannot be trusted: corrupt line, missing `run_started`, mixed run ids,
-    `seq` not increasing, a step finished that never started. The message names the line."""
-
-
-# --------------------------------------------------------------------------- idempotency
-
-
-def idempotency_key(run_id: str, step: str, attempt: int) -> str:
-    """The idempotency key of one attempt of one step: 32 lowercase hex characters.
-
-    It is the first 128 bits of SHA-256 over the JSON text `[run_id, step, attempt]`
-    (compact separators, UTF-8), so it depends on exactly those three values: the same
-    run id, step path and attempt number give the same key in every process and on every
-    resume, and changing any of them gives a different key. Encoding the triple as JSON
-    keeps it unambiguous (`("a.b", "c")` and `("a", "b.c")` differ). `attempt` counts
-    from 1.
-    """
-    if not isinstance(run_id, str) or not run_id:
-        raise ValueError("idempotency_key: run_id must be a non-empty string")
-    if not isinstance(step, str) or not step:
-        raise ValueError("idempotency_key: step must be a non-empty string")
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-        raise ValueError(f"idempotency_key: attempt must be an integer >= 1, got {attempt!r}")
-    text = json.dumps([run_id, step, attempt], separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-# --------------------------------------------------------------------------- JSON checks
-
-
-def _describe_path(path: list[str | int]) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif out and part.isidentifier():
-            out += f".{part}"
-        elif not out and part.isidentifier():
-            out = part
-        else:
-            out += f"[{json.dumps(part, ensure_ascii=False)}]"
-    return out
-
-
-#: integers beyond this have more digits than Python writes as text (sys.get_int_max_str_digits)
-_MAX_JSON_INT = 10**4000
-
-
-def _is_plain_json(value: Any, tuples: bool = True) -> bool:
-    """Fast check (exact builtin types only) that `value` is plain JSON; False means "look
-    closer". With `tuples=False`, a tuple is not plain (the caller turns it into a list)."""
-    t = type(value)
-    if t is str or t is bool or value is None:
-        return True
-    if t is int:
-        return bool(-_MAX_JSON_INT < value < _MAX_JSON_INT)
-    if t is dict:
-        for key, item in value.items():
-            if type(key) is not str or not _is_plain_json(item, tuples):
-                return False
-        return True
-    if t is list or (t is tuple and tuples):
-        for item in value:
-            if not _is_plain_json(item, tuples):
-                return False
-        return True
-    if t is float:
-        return bool(-math.inf < value < math.inf)
-    return False
-
-
-def _find_non_json(value: Any, path: list[str | int]) -> tuple[list[str | int], str] | None:
-    """The first place in `value` that is not plain JSON, with why; None when all of it is."""
-    t = type(value)
-    if t is float or isinstance(value, float):
-        if not -math.inf < value < math.inf:
-            return path, f"{value!r} is not a JSON number"
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and not -_MAX_JSON_INT < value < _MAX_JSON_INT:
-        return path, "is an integer too large to write as JSON text (more than 4,000 digits)"
-    if t in _SCALARS or isinstance(value, (str, int)):
-        return None
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            found = _find_non_json(item, [*path, i])
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return path, f"has a {type(key).__name__} key; JSON object keys are strings"
-            found = _find_non_json(item, [*path, key])
-            if found is not None:
-                return found
-        return None
-    return path, f"is a {t.__module__}.{t.__qualname__}, not a JSON value"
-
-
-# --------------------------------------------------------------------------- writer
 
 
 class _UtcStamp:
@@ -455,16 +350,16 @@ class TranscriptWriter:
 
     def _encode(self, record: dict[str, Any], fields: dict[str, Any]) -> str:
         # json.dumps alone would turn int keys into strings and NaN into invalid JSON
-        found = None if _is_plain_json(fields) else _find_non_json(fields, [])
+        found = None if is_plain_json(fields) else find_non_json(fields, [])
         if found is not None:
             path, why = found
-            where = self._redactor.mask(_describe_path(path)) if path else "?"
+            where = self._redactor.mask(describe_path(path)) if path else "?"
             raise TypeError(
                 f"{record['type']} record: field {where!r} {why} (transcript values must be plain JSON)"
             )
         try:
             return self._encode_envelope(record) + "\n"
-        except (TypeError, ValueError) as exc:  # pragma: no cover - _find_non_json catches these
+        except (TypeError, ValueError) as exc:  # pragma: no cover - find_non_json catches these
             raise TypeError(f"{record['type']} record: {exc}") from None
 
 
@@ -498,261 +393,3 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
-# --------------------------------------------------------------------------- reader
-
-
-@dataclass
-class StepRecord:
-    """One step path in a transcript: its LAST attempt.
-
-    `started` is that attempt's `step_started` record, `finished` its `step_finished`
-    record or None (the attempt was interrupted), `attempts` how many `step_started`
-    records the step has.
-    """
-
-    step: str
-    started: dict[str, Any]
-    finished: dict[str, Any] | None = None
-    attempts: int = 1
-
-    @property
-    def done(self) -> bool:
-        return self.finished is not None
-
-
-@dataclass
-class Transcript:
-    """A parsed transcript (see `read_transcript`)."""
-
-    path: Path
-    run_id: str
-    #: the first `run_started` record (chain path, inputs, options such as the pinned clock)
-    started: dict[str, Any]
-    #: the `run_finished` record, or None when the run has not finished (since its last start)
-    finished: dict[str, Any] | None
-    #: by step path, in order of first start
-    steps: dict[str, StepRecord]
-    #: `value` of every `clock` record, in order
-    clock_readings: list[str]
-    #: `decide` records by step path, each list in order
-    decisions: dict[str, list[dict[str, Any]]]
-    #: `seq` of the last (complete) record
-    last_seq: int
-    #: True when the last line was cut off by a crash (it was ignored)
-    torn_tail: bool
-    #: every complete record, in order
-    records: list[dict[str, Any]] = field(repr=False)
-    #: later `run_started` records (resumptions that marked themselves), in order
-    restarts: list[dict[str, Any]] = field(default_factory=list)
-
-    def unfinished(self) -> list[StepRecord]:
-        """Steps whose last attempt started but has no `step_finished`, in order of first start."""
-        return [s for s in self.steps.values() if s.finished is None]
-
-
-@dataclass
-class _Parsed:
-    #: (line number, record) of every complete line
-    records: list[tuple[int, dict[str, Any]]]
-    #: byte offset to cut the file at to drop a torn last line, or None
-    cut_at: int | None
-    #: the MAC of every complete line, in order (empty when the lines were not verified)
-    macs: list[bytes] = field(default_factory=list)
-
-    @property
-    def last_mac(self) -> bytes:
-        return self.macs[-1] if self.macs else GENESIS
-
-
-def _parse(data: bytes, source: Path, key: bytes | None = None) -> _Parsed:
-    """Split into records and check each one; tolerate only a torn final line. With a
-    `key`, every line's MAC is verified along the chain (see chainlang.journal.integrity)."""
-    lines = data.split(b"\n")
-    # `lines[-1]` is what follows the last newline: empty for a clean file
-    tail = lines.pop()
-    if tail:
-        try:
-            json.loads(tail.decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError is a ValueError too
-            # an unterminated, unparsable last line: the write a crash interrupted. (No
-            # proper prefix of a JSON object line is itself a JSON value.)
-            cut_at: int | None = len(data) - len(tail)
-        else:
-            # complete, only its newline is missing: it must be a valid record
-            lines.append(tail)
-            cut_at = None
-    else:
-        cut_at = None
-    records: list[tuple[int, dict[str, Any]]] = []
-    macs: list[bytes] = []
-    previous = GENESIS
-    for number, raw in enumerate(lines, start=1):
-        if key is not None:
-            previous = _verify_line(raw, number, source, key, previous)
-            macs.append(previous)
-        records.append((number, _load_line(raw, number, source)))
-    _check_sequence(records, source)
-    return _Parsed(records, cut_at, macs)
-
-
-def _verify_line(raw: bytes, number: int, source: Path, key: bytes, previous: bytes) -> bytes:
-    """The line's MAC, checked against the chain; TranscriptError names the line when it
-    does not match."""
-    parts = split_sealed(raw)
-    if parts is None:
-        raise TranscriptError(f"{source}:{number}: the line has no seal (mac); the transcript was not written by "
-                              "this version of chainlang or was edited, and cannot be trusted")
-    body, mac = parts
-    if not hmac.compare_digest(mac, mac_of(key, previous, body)):
-        raise TranscriptError(f"{source}:{number}: the record does not match its seal: it was edited, or records "
-                              "before it were removed or reordered, or it was sealed with another project's key; "
-                              "the transcript cannot be trusted")
-    return mac
-
-
-def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
-    where = f"{source}:{number}"
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise TranscriptError(f"{where}: not UTF-8 text") from None
-    except ValueError as exc:
-        raise TranscriptError(f"{where}: not a JSON line ({exc})") from None
-    if not isinstance(value, dict):
-        raise TranscriptError(f"{where}: expected a JSON object, got {_json_kind(value)}")
-    value.pop("mac", None)  # the seal belongs to the line, not to the record
-    kind = value.get("type")
-    if kind not in RECORD_TYPES:
-        raise TranscriptError(f"{where}: unknown record type {kind!r}")
-    if not isinstance(value.get("run_id"), str):
-        raise TranscriptError(f"{where}: {kind} record without a string run_id")
-    seq = value.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int):
-        raise TranscriptError(f"{where}: {kind} record without an integer seq")
-    if not isinstance(value.get("ts"), str):
-        raise TranscriptError(f"{where}: {kind} record without a string ts")
-    try:
-        decode(value)
-    except RecordError as exc:
-        raise TranscriptError(f"{where}: {exc}") from None
-    return value
-
-
-def _check_head(parsed: _Parsed, head: "Head", source: Path, key: bytes) -> None:
-    """The transcript reaches the head its writer recorded (a crash may leave it one line
-    beyond: the line was written, the head not yet moved)."""
-    if not head.valid(key):
-        raise TranscriptError(f"{source}.head: the head file is damaged or was not sealed with this project's key; "
-                              "the transcript cannot be trusted")
-    if head.seq == 0:
-        return
-    for (number, rec), mac in zip(parsed.records, parsed.macs):
-        if rec["seq"] == head.seq:
-            if mac != head.mac:
-                raise TranscriptError(f"{source}:{number}: the record does not match the head file (seq {head.seq}); "
-                                      "the transcript cannot be trusted")
-            return
-    last = parsed.records[-1]
-    raise TranscriptError(f"{source}:{last[0]}: the transcript ends at seq {last[1]['seq']} but its writer recorded "
-                          f"seq {head.seq}: records were removed from its end; it cannot be trusted")
-
-
-def _json_kind(value: object) -> str:
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
-
-
-def _check_sequence(records: list[tuple[int, dict[str, Any]]], source: Path) -> None:
-    if not records:
-        return
-    first = records[0][1]
-    run_id = first["run_id"]
-    last_seq: int | None = None
-    for number, rec in records:
-        where = f"{source}:{number}"
-        if rec["run_id"] != run_id:
-            raise TranscriptError(
-                f"{where}: record of run {rec['run_id']!r} in the transcript of run {run_id!r}"
-            )
-        if last_seq is not None and rec["seq"] <= last_seq:
-            raise TranscriptError(f"{where}: seq {rec['seq']} does not follow seq {last_seq}")
-        last_seq = rec["seq"]
-    if first["type"] != "run_started":
-        raise TranscriptError(f"{source}:1: the first record is {first['type']}, not run_started")
-
-
-def read_transcript(path: str | os.PathLike[str], *, key: bytes | None = None,
-                    head: "Head | None" = None) -> Transcript:
-    """Parse the transcript at `path`.
-
-    A last line without a newline that is not a complete JSON record is the write a crash
-    interrupted: it is ignored and `torn_tail` is True (an unterminated last line that *is*
-    a complete record is kept). Everything else that is wrong raises `TranscriptError`
-    with `path:line`: a line that is not a JSON object or lacks the envelope or a required
-    field, an unknown type, no `run_started` first, a second run id, `seq` not increasing,
-    a `step_finished` without a `step_started` of that step, or a step attempt finished
-    twice. A missing or unreadable file raises `OSError`.
-
-    With `key`, every line's seal is verified (an edited, removed or reordered record is
-    refused, naming the first bad line); with `head` too (the sealed head of the lock
-    file, see chainlang.journal.lock), records removed from the end are found as well.
-    Without `key` the seals are not checked: for showing a transcript, never for resuming.
-    """
-    source = Path(path)
-    data = source.read_bytes()
-    parsed = _parse(data, source, key)
-    if not parsed.records:
-        raise TranscriptError(f"{source}: no run_started record (the transcript is empty)")
-    if head is not None:
-        _check_head(parsed, head, source, key or b"")
-    records = [rec for _, rec in parsed.records]
-    started = records[0]
-    restarts: list[dict[str, Any]] = []
-    finished: dict[str, Any] | None = None
-    steps: dict[str, StepRecord] = {}
-    clock: list[str] = []
-    decisions: dict[str, list[dict[str, Any]]] = {}
-    for number, rec in parsed.records:
-        kind = rec["type"]
-        if kind == "step_started":
-            entry = steps.get(rec["step"])
-            if entry is None:
-                steps[rec["step"]] = StepRecord(rec["step"], rec)
-            else:
-                entry.started, entry.finished = rec, None
-                entry.attempts += 1
-        elif kind == "step_finished":
-            entry = steps.get(rec["step"])
-            if entry is None:
-                raise TranscriptError(
-                    f"{source}:{number}: step {rec['step']} finished but never started"
-                )
-            if entry.finished is not None:
-                raise TranscriptError(
-                    f"{source}:{number}: step {rec['step']} finished twice in one attempt "
-                    f"(first at seq {entry.finished['seq']})"
-                )
-            entry.finished = rec
-        elif kind == "decide":
-            decisions.setdefault(rec["step"], []).append(rec)
-        elif kind == "clock":
-            clock.append(rec["value"])
-        elif kind == "run_finished":
-            finished = rec
-        elif kind == "run_started" and rec is not started:
-            restarts.append(rec)
-            finished = None
-    return Transcript(
-        path=source,
-        run_id=started["run_id"],
-        started=started,
-        finished=finished,
-        steps=steps,
-        clock_readings=clock,
-        decisions=decisions,
-        last_seq=records[-1]["seq"],
-        torn_tail=parsed.cut_at is not None,
-        records=records,
-        restarts=restarts,
-    )

@@ -24,13 +24,13 @@ def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, An
     names every problem (unknown or missing inputs, invalid values)."""
     from chainlang.pipeline import UsageError
     from chainlang.runtime.decide import validate_params
-    from chainlang.journal.jsonl import _find_non_json
+    from chainlang.journal.values import find_non_json
     from chainlang.diagnostics.suggest import did_you_mean
 
     problems: list[str] = []
     for name, value in given.items():
         try:
-            found = _find_non_json(value, [])
+            found = find_non_json(value, [])
         except RecursionError:
             found = ([], "is nested too deeply")
         if found is not None:

@@ -18,7 +18,7 @@ from chainlang.runtime.calls import Call, Watch, guarded, in_thread
 from chainlang.runtime.context import Clock, RunContext
 from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, error_of
 from chainlang.runtime.state import StepClock
-from chainlang.journal.jsonl import idempotency_key
+from chainlang.journal.values import idempotency_key
 
 if TYPE_CHECKING:
     from chainlang.runtime.events import EventRuntime

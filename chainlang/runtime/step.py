@@ -38,7 +38,7 @@ from chainlang.runtime.outcomes import (
     short,
 )
 from chainlang.runtime.scope import Rec, Scope
-from chainlang.journal.jsonl import _find_non_json, _is_plain_json
+from chainlang.journal.values import find_non_json, is_plain_json
 
 if TYPE_CHECKING:
     from chainlang.compile import GraphNode
@@ -188,7 +188,7 @@ class StepPipeline:
                 result = await guarded(rt.func(**copy_json(params)), watch)  # type: ignore[misc]
             else:
                 result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)
-            if rt.check_result is None and _is_plain_json(result, tuples=False):
+            if rt.check_result is None and is_plain_json(result, tuples=False):
                 return result, None
             result, problem = self.check_result(rt, result)
             return result, None if problem is None else error_of("result", problem)
@@ -225,8 +225,8 @@ class StepPipeline:
     def check_result(rt: EventRuntime, result: Any) -> tuple[Any, str | None]:
         """The result as recorded (tuples become lists, as in the transcript), and what is
         wrong with it, if anything."""
-        if not _is_plain_json(result, tuples=False):
-            found = _find_non_json(result, [])
+        if not is_plain_json(result, tuples=False):
+            found = find_non_json(result, [])
             if found is not None:
                 where, why = found
                 at = "".join(f"[{p!r}]" for p in where)

@@ -1,0 +1,283 @@
+"""Reading a transcript back: every line parsed and checked with the one codec, its seal
+verified along the chain (with the project key), its end checked against the sealed head.
+See chainlang.journal.jsonl for the format."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chainlang.journal.integrity import GENESIS, mac_of, split_sealed
+from chainlang.journal.records import RECORD_TYPES, RecordError, decode
+
+if TYPE_CHECKING:
+    from chainlang.journal.lock import Head
+
+
+class TranscriptError(Exception):
+    """A transcript that cannot be trusted: corrupt line, missing `run_started`, mixed run ids,
+    `seq` not increasing, a step finished that never started. The message names the line."""
+
+
+@dataclass
+class StepRecord:
+    """One step path in a transcript: its LAST attempt.
+
+    `started` is that attempt's `step_started` record, `finished` its `step_finished`
+    record or None (the attempt was interrupted), `attempts` how many `step_started`
+    records the step has.
+    """
+
+    step: str
+    started: dict[str, Any]
+    finished: dict[str, Any] | None = None
+    attempts: int = 1
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+
+@dataclass
+class Transcript:
+    """A parsed transcript (see `read_transcript`)."""
+
+    path: Path
+    run_id: str
+    #: the first `run_started` record (chain path, inputs, options such as the pinned clock)
+    started: dict[str, Any]
+    #: the `run_finished` record, or None when the run has not finished (since its last start)
+    finished: dict[str, Any] | None
+    #: by step path, in order of first start
+    steps: dict[str, StepRecord]
+    #: `value` of every `clock` record, in order
+    clock_readings: list[str]
+    #: `decide` records by step path, each list in order
+    decisions: dict[str, list[dict[str, Any]]]
+    #: `seq` of the last (complete) record
+    last_seq: int
+    #: True when the last line was cut off by a crash (it was ignored)
+    torn_tail: bool
+    #: every complete record, in order
+    records: list[dict[str, Any]] = field(repr=False)
+    #: later `run_started` records (resumptions that marked themselves), in order
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+
+    def unfinished(self) -> list[StepRecord]:
+        """Steps whose last attempt started but has no `step_finished`, in order of first start."""
+        return [s for s in self.steps.values() if s.finished is None]
+
+
+@dataclass
+class _Parsed:
+    #: (line number, record) of every complete line
+    records: list[tuple[int, dict[str, Any]]]
+    #: byte offset to cut the file at to drop a torn last line, or None
+    cut_at: int | None
+    #: the MAC of every complete line, in order (empty when the lines were not verified)
+    macs: list[bytes] = field(default_factory=list)
+
+    @property
+    def last_mac(self) -> bytes:
+        return self.macs[-1] if self.macs else GENESIS
+
+
+def _parse(data: bytes, source: Path, key: bytes | None = None) -> _Parsed:
+    """Split into records and check each one; tolerate only a torn final line. With a
+    `key`, every line's MAC is verified along the chain (see chainlang.journal.integrity)."""
+    lines = data.split(b"\n")
+    # `lines[-1]` is what follows the last newline: empty for a clean file
+    tail = lines.pop()
+    if tail:
+        try:
+            json.loads(tail.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError is a ValueError too
+            # an unterminated, unparsable last line: the write a crash interrupted. (No
+            # proper prefix of a JSON object line is itself a JSON value.)
+            cut_at: int | None = len(data) - len(tail)
+        else:
+            # complete, only its newline is missing: it must be a valid record
+            lines.append(tail)
+            cut_at = None
+    else:
+        cut_at = None
+    records: list[tuple[int, dict[str, Any]]] = []
+    macs: list[bytes] = []
+    previous = GENESIS
+    for number, raw in enumerate(lines, start=1):
+        if key is not None:
+            previous = _verify_line(raw, number, source, key, previous)
+            macs.append(previous)
+        records.append((number, _load_line(raw, number, source)))
+    _check_sequence(records, source)
+    return _Parsed(records, cut_at, macs)
+
+
+def _verify_line(raw: bytes, number: int, source: Path, key: bytes, previous: bytes) -> bytes:
+    """The line's MAC, checked against the chain; TranscriptError names the line when it
+    does not match."""
+    parts = split_sealed(raw)
+    if parts is None:
+        raise TranscriptError(f"{source}:{number}: the line has no seal (mac); the transcript was not written by "
+                              "this version of chainlang or was edited, and cannot be trusted")
+    body, mac = parts
+    if not hmac.compare_digest(mac, mac_of(key, previous, body)):
+        raise TranscriptError(f"{source}:{number}: the record does not match its seal: it was edited, or records "
+                              "before it were removed or reordered, or it was sealed with another project's key; "
+                              "the transcript cannot be trusted")
+    return mac
+
+
+def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
+    where = f"{source}:{number}"
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TranscriptError(f"{where}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise TranscriptError(f"{where}: not a JSON line ({exc})") from None
+    if not isinstance(value, dict):
+        raise TranscriptError(f"{where}: expected a JSON object, got {_json_kind(value)}")
+    value.pop("mac", None)  # the seal belongs to the line, not to the record
+    kind = value.get("type")
+    if kind not in RECORD_TYPES:
+        raise TranscriptError(f"{where}: unknown record type {kind!r}")
+    if not isinstance(value.get("run_id"), str):
+        raise TranscriptError(f"{where}: {kind} record without a string run_id")
+    seq = value.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise TranscriptError(f"{where}: {kind} record without an integer seq")
+    if not isinstance(value.get("ts"), str):
+        raise TranscriptError(f"{where}: {kind} record without a string ts")
+    try:
+        decode(value)
+    except RecordError as exc:
+        raise TranscriptError(f"{where}: {exc}") from None
+    return value
+
+
+def _check_head(parsed: _Parsed, head: "Head", source: Path, key: bytes) -> None:
+    """The transcript reaches the head its writer recorded (a crash may leave it one line
+    beyond: the line was written, the head not yet moved)."""
+    if not head.valid(key):
+        raise TranscriptError(f"{source}.head: the head file is damaged or was not sealed with this project's key; "
+                              "the transcript cannot be trusted")
+    if head.seq == 0:
+        return
+    for (number, rec), mac in zip(parsed.records, parsed.macs):
+        if rec["seq"] == head.seq:
+            if mac != head.mac:
+                raise TranscriptError(f"{source}:{number}: the record does not match the head file (seq {head.seq}); "
+                                      "the transcript cannot be trusted")
+            return
+    last = parsed.records[-1]
+    raise TranscriptError(f"{source}:{last[0]}: the transcript ends at seq {last[1]['seq']} but its writer recorded "
+                          f"seq {head.seq}: records were removed from its end; it cannot be trusted")
+
+
+def _json_kind(value: object) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _check_sequence(records: list[tuple[int, dict[str, Any]]], source: Path) -> None:
+    if not records:
+        return
+    first = records[0][1]
+    run_id = first["run_id"]
+    last_seq: int | None = None
+    for number, rec in records:
+        where = f"{source}:{number}"
+        if rec["run_id"] != run_id:
+            raise TranscriptError(
+                f"{where}: record of run {rec['run_id']!r} in the transcript of run {run_id!r}"
+            )
+        if last_seq is not None and rec["seq"] <= last_seq:
+            raise TranscriptError(f"{where}: seq {rec['seq']} does not follow seq {last_seq}")
+        last_seq = rec["seq"]
+    if first["type"] != "run_started":
+        raise TranscriptError(f"{source}:1: the first record is {first['type']}, not run_started")
+
+
+def read_transcript(path: str | os.PathLike[str], *, key: bytes | None = None,
+                    head: "Head | None" = None) -> Transcript:
+    """Parse the transcript at `path`.
+
+    A last line without a newline that is not a complete JSON record is the write a crash
+    interrupted: it is ignored and `torn_tail` is True (an unterminated last line that *is*
+    a complete record is kept). Everything else that is wrong raises `TranscriptError`
+    with `path:line`: a line that is not a JSON object or lacks the envelope or a required
+    field, an unknown type, no `run_started` first, a second run id, `seq` not increasing,
+    a `step_finished` without a `step_started` of that step, or a step attempt finished
+    twice. A missing or unreadable file raises `OSError`.
+
+    With `key`, every line's seal is verified (an edited, removed or reordered record is
+    refused, naming the first bad line); with `head` too (the sealed head of the lock
+    file, see chainlang.journal.lock), records removed from the end are found as well.
+    Without `key` the seals are not checked: for showing a transcript, never for resuming.
+    """
+    source = Path(path)
+    data = source.read_bytes()
+    parsed = _parse(data, source, key)
+    if not parsed.records:
+        raise TranscriptError(f"{source}: no run_started record (the transcript is empty)")
+    if head is not None:
+        _check_head(parsed, head, source, key or b"")
+    records = [rec for _, rec in parsed.records]
+    started = records[0]
+    restarts: list[dict[str, Any]] = []
+    finished: dict[str, Any] | None = None
+    steps: dict[str, StepRecord] = {}
+    clock: list[str] = []
+    decisions: dict[str, list[dict[str, Any]]] = {}
+    for number, rec in parsed.records:
+        kind = rec["type"]
+        if kind == "step_started":
+            entry = steps.get(rec["step"])
+            if entry is None:
+                steps[rec["step"]] = StepRecord(rec["step"], rec)
+            else:
+                entry.started, entry.finished = rec, None
+                entry.attempts += 1
+        elif kind == "step_finished":
+            entry = steps.get(rec["step"])
+            if entry is None:
+                raise TranscriptError(
+                    f"{source}:{number}: step {rec['step']} finished but never started"
+                )
+            if entry.finished is not None:
+                raise TranscriptError(
+                    f"{source}:{number}: step {rec['step']} finished twice in one attempt "
+                    f"(first at seq {entry.finished['seq']})"
+                )
+            entry.finished = rec
+        elif kind == "decide":
+            decisions.setdefault(rec["step"], []).append(rec)
+        elif kind == "clock":
+            clock.append(rec["value"])
+        elif kind == "run_finished":
+            finished = rec
+        elif kind == "run_started" and rec is not started:
+            restarts.append(rec)
+            finished = None
+    return Transcript(
+        path=source,
+        run_id=started["run_id"],
+        started=started,
+        finished=finished,
+        steps=steps,
+        clock_readings=clock,
+        decisions=decisions,
+        last_seq=records[-1]["seq"],
+        torn_tail=parsed.cut_at is not None,
+        records=records,
+        restarts=restarts,
+    )
+
+
+__all__ = ["StepRecord", "Transcript", "TranscriptError", "read_transcript"]
