@@ -1,4 +1,4 @@
-"""The live progress display of `chainlang run` (chainlang/runtime/progress.py)."""
+"""The live progress display of `chainlang run` (the package chainlang/output/progress/)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import io
 import re
 import subprocess
 import sys
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -13,6 +14,17 @@ from typing import Any
 
 import pytest
 
+from chainlang.journal.records import (
+    Clock,
+    Decide,
+    HookFired,
+    Record,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepProgress,
+    StepStarted,
+)
 from chainlang.output.progress import (
     MAX_TEXT,
     PlainProgress,
@@ -20,6 +32,7 @@ from chainlang.output.progress import (
     RichProgress,
     make_progress,
 )
+from chainlang.runtime.secrets import Redactor
 
 REPO = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -27,18 +40,23 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 HOSTILE = "evil\x1b[2J\x1b]0;title\x07\rover\nwritten\u202egnp.exe\u2066x\u2069\u2028y\ud800z\x85"
 
 
+CLASSES = {cls.TYPE: cls for cls in (RunStarted, StepStarted, StepProgress, Decide, HookFired, StepFinished, RunFinished, Clock)}
+
+
 class Seq:
-    """Records with the envelope filled in, as the interpreter hands them over."""
+    """Typed records, as the interpreter hands them over; required members not given are
+    None (the views read only some), and no value is checked (the views tolerate odd ones)."""
 
-    def __init__(self) -> None:
-        self.seq = 0
+    def __call__(self, type_: str, **fields: Any) -> Record:
+        cls = CLASSES[type_]
+        for f in dataclasses.fields(cls):
+            if f.default is dataclasses.MISSING:
+                fields.setdefault(f.name, None)
+        record: Record = cls(**fields)
+        return record
 
-    def __call__(self, type_: str, **fields: Any) -> dict[str, Any]:
-        self.seq += 1
-        return {"type": type_, "run_id": "run-1", "seq": self.seq, "ts": "2025-01-02T03:04:05.678Z", **fields}
 
-
-def sample_run() -> list[dict[str, Any]]:
+def sample_run() -> list[Record]:
     r = Seq()
     return [
         r("run_started", chain="greet", file="chains/greet.yaml", inputs={"who": "x"}, now=None, resumed=False),
@@ -59,7 +77,7 @@ def sample_run() -> list[dict[str, Any]]:
         r("step_finished", step="3", event="email.send", status="skipped", result=None, error=None, duration_ms=0.1, attempt=1),
         r("step_started", step="2[0].1", event="tools.sleep", attempt=1, params={}),
         r("step_finished", step="2[0].1", event="tools.sleep", status="cancelled", result=None, error=None, duration_ms=75_000.0, attempt=1),
-        r("step_finished", step="4/1", event="tools.now", status="ok", result=None, error=None, duration_ms=3.0, attempt=1, replayed=True),
+        r("step_finished", step="4/1", event="tools.now", status="ok", result=None, error=None, duration_ms=3.0, attempt=1),
         r("run_finished", status="ok", outputs={"a": 1}, error=None, duration_ms=12.34),
     ]
 
@@ -76,12 +94,12 @@ SAMPLE_PLAIN = """\
 ? 3 email.send decide: skip (condition `x` is false)
 - 3 email.send skipped
 ⊘ 2[0].1 tools.sleep cancelled
-✓ 4/1 tools.now replayed
+✓ 4/1 tools.now 3.0 ms
 run ok in 12.3 ms
 """
 
 
-def run_plain(records: list[dict[str, Any]], stream: Any = None, **kwargs: Any) -> str:
+def run_plain(records: list[Any], stream: Any = None, **kwargs: Any) -> str:
     stream = io.StringIO() if stream is None else stream
     view = make_progress(stream, "plain", **kwargs)
     for rec in records:
@@ -139,17 +157,22 @@ def test_durations(ms: object, text: str) -> None:
 
 
 def test_odd_records_are_tolerated() -> None:
+    r = Seq()
     out = run_plain(
         [
-            {"type": "no_such_type"},
+            {"type": "step_finished", "step": "1", "event": "e", "status": "ok", "duration_ms": 1.0},  # not a record
             {},
-            {"type": "step_finished"},
-            {"type": "step_finished", "step": 3, "event": ["x"], "status": "weird", "duration_ms": "fast"},
-            {"type": "step_progress", "step": None, "fraction": float("inf"), "message": 42},
-            {"type": "step_started", "step": "1", "attempt": "2"},
-            {"type": "decide"},
-            {"type": "run_started"},
-            {"type": "run_finished"},
+            None,
+            object(),
+            r("clock", value="2025-01-02T03:04:05Z"),
+            r("hook_fired", hook="h", when="after", event="e"),
+            r("step_finished"),
+            r("step_finished", step=3, event=["x"], status="weird", duration_ms="fast"),
+            r("step_progress", step=None, fraction=float("inf"), message=42),
+            r("step_started", step="1", attempt="2"),
+            r("decide"),
+            r("run_started"),
+            r("run_finished"),
         ],
         color=False,
     )
@@ -183,7 +206,7 @@ def test_unknown_mode() -> None:
 # -- hostile text -----------------------------------------------------------------------
 
 
-def hostile_run() -> list[dict[str, Any]]:
+def hostile_run() -> list[Record]:
     r = Seq()
     return [
         r("run_started", chain=HOSTILE, file=HOSTILE, inputs={}, now=None, resumed=False),
@@ -242,7 +265,7 @@ def test_ascii_fallback() -> None:
         "? 3 email.send decide: skip (condition `x` is false)",
         "- 3 email.send skipped",
         "/ 2[0].1 tools.sleep cancelled",
-        "+ 4/1 tools.now replayed",
+        "+ 4/1 tools.now 3.0 ms",
         "run ok in 12.3 ms",
     ]
 
@@ -341,9 +364,10 @@ def test_importing_the_module_does_not_import_rich() -> None:
     code = (
         "import io, sys\n"
         "import chainlang.output.progress as p\n"
+        "from chainlang.journal.records import StepFinished\n"
         "for mode in ('plain', 'quiet', 'auto'):\n"
         "    v = p.make_progress(io.StringIO(), mode)\n"
-        "    v.record({'type': 'step_finished', 'step': '1', 'event': 'e', 'status': 'ok', 'duration_ms': 1.0})\n"
+        "    v.record(StepFinished('1', 'e', 'ok', None, None, 1.0, 1))\n"
         "    v.close()\n"
         "loaded = sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.'))\n"
         "assert not loaded, loaded\n"
@@ -370,7 +394,7 @@ class CountingStream(io.StringIO):
         super().flush()
 
 
-def big_run(steps: int) -> list[dict[str, Any]]:
+def big_run(steps: int) -> list[Record]:
     r = Seq()
     records = [r("run_started", chain="big", file="big.yaml", inputs={}, now=None, resumed=False)]
     for i in range(steps):
@@ -455,7 +479,7 @@ def test_records_from_several_threads() -> None:
 
     def work(n: int) -> None:
         for i in range(500):
-            view.record({"type": "step_finished", "step": f"{n}.{i}", "event": "e", "status": "ok", "duration_ms": 1.0})
+            view.record(StepFinished(f"{n}.{i}", "e", "ok", None, None, 1.0, 1))
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
     for t in threads:
@@ -478,10 +502,8 @@ def test_ok_text_is_the_ok_line() -> None:
         for step in names:
             for event in names:
                 for duration in durations:
-                    for replayed in (False, True):
-                        rec = {"type": "step_finished", "step": step, "event": event, "status": "ok",
-                               "duration_ms": duration, "replayed": replayed}
-                        assert fmt.ok_text(rec) == "".join(part for part, _ in fmt.finished(rec, "ok")), rec
+                    rec = StepFinished(step, event, "ok", None, None, duration, 1)  # type: ignore[arg-type]
+                    assert fmt.ok_text(rec) == "".join(part for part, _ in fmt.finished(rec, "ok")), rec
 
 
 def test_pipe_lines_are_written_within_the_interval_by_the_loop() -> None:
@@ -526,10 +548,11 @@ def test_a_view_never_closed_is_flushed_at_exit() -> None:
     code = (
         "import sys\n"
         "from chainlang.output.progress import PlainProgress\n"
+        "from chainlang.journal.records import StepFinished\n"
         "view = PlainProgress(sys.stderr)\n"
         "view.FLUSH_INTERVAL = view.WATCH_INTERVAL = 3600.0\n"
         "for i in range(3):\n"
-        "    view.record({'type': 'step_finished', 'step': str(i), 'event': 'e', 'status': 'ok', 'duration_ms': 1.0})\n"
+        "    view.record(StepFinished(str(i), 'e', 'ok', None, None, 1.0, 1))\n"
         "print('exit', flush=True)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
@@ -678,10 +701,94 @@ def test_notes_are_shown_in_order_with_the_steps_even_when_quiet() -> None:
     for mode in ("plain", "quiet"):
         stream = io.StringIO()
         view = make_progress(stream, mode, color=False)  # type: ignore[arg-type]
-        view.record({"type": "step_finished", "run_id": "r", "seq": 1, "ts": "t", "step": "1", "event": "a.b",
-                     "status": "ok", "result": None, "error": None, "duration_ms": 1.0})
+        view.record(StepFinished("1", "a.b", "ok", None, None, 1.0, 1))
         view.note("[info] hello\u202e\nworld")
         view.close()
         lines = stream.getvalue().splitlines()
         assert lines[-1] == "[info] hello\\u202e world"
         assert len(lines) == (2 if mode == "plain" else 1)
+
+
+# -- typed records and secrets ------------------------------------------------------------
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+@pytest.mark.parametrize("mode", ["plain", "plain-color", "plain-tty", "rich"])
+def test_every_text_of_an_unmasked_record_is_masked(mode: str) -> None:
+    """The views get the interpreter's typed records, not the writer's masked copies: every text
+    they show is masked with the run's redactor, on every kind of line and the fast ok path."""
+    r = Seq()
+    s = SECRET
+    records = [
+        r("run_started", chain=f"c{s}", file=f"f{s}.yaml", inputs={"k": s}, now=f"n{s}", resumed=False),
+        r("step_started", step=f"1{s}", event=f"e{s}", attempt=1, params={"p": s}),
+        r("step_progress", step=f"1{s}", event=f"e{s}", message=f"m{s}", fraction=0.5),
+        r("step_started", step=f"1{s}", event=f"e{s}", attempt=2, params={"p": s}, max_attempts=3),
+        r("decide", step=f"2{s}", event=f"e{s}", asked={"q": s}, action=f"a{s}", reason=f"r{s}", source="x"),
+        r("step_finished", step=f"1{s}", event=f"e{s}", status="ok", result=s, error=None, duration_ms=1.0, attempt=2),
+        r("step_finished", step=f"3{s}", event=f"e{s}", status="failed", result=None,
+          error={"type": f"T{s}", "message": f"boom {s}"}, duration_ms=1.0, attempt=1),
+        r("step_finished", step=f"4{s}", event=f"e{s}", status="failed", result=None, error={"type": f"T{s}"},
+          duration_ms=1.0, attempt=1),
+        r("step_finished", step=f"5{s}", event=f"e{s}", status="skipped", result=None, error=None, duration_ms=0.0,
+          attempt=1, reason=f"because {s}"),
+        r("run_finished", status="failed", outputs={"o": s}, error={"type": "E", "message": f"run {s}"}, duration_ms=2.0),
+    ]
+    if mode == "rich":
+        view, out = rich_view(refresh_per_second=50)
+    else:
+        out = CountingStream(tty=mode == "plain-tty")
+        view = PlainProgress(out, color=mode == "plain-color")
+    view.use_secrets(Redactor([SECRET]))
+    for rec in records:
+        view.record(rec)
+    view.note(f"note {s}")
+    view.close()
+    text = ANSI.sub("", out.getvalue())
+    assert "***" in text and SECRET[:6] not in text, text
+    shown = ["e***", "a***", "r***", "boom ***", "T***", "because ***", "run ***", "note ***"]
+    if mode != "rich":  # the rich view shows progress messages in its table only
+        shown.append("m***")
+    for part in shown:
+        assert part in text, (part, text)
+
+
+def test_a_secret_learnt_during_the_run_is_masked_in_later_ok_lines() -> None:
+    """The ok lines' cache of event names does not keep a name cleaned before its secret was known."""
+    from chainlang.output.progress.format import _Formatter
+
+    redactor = Redactor()
+    fmt = _Formatter("utf-8")
+    fmt.secrets = redactor
+    assert fmt.ok_line("1", f"e.{SECRET}", 1.0) == f"✓ 1 e.{SECRET} 1.0 ms"  # cached, no secret known yet
+    redactor.add(SECRET)
+    assert fmt.ok_line("2", f"e.{SECRET}", 1.0) == "✓ 2 e.*** 1.0 ms"
+
+
+def test_the_runner_hands_the_views_typed_records(tmp_path: Path) -> None:
+    import chainlang
+
+    class Collect:
+        def __init__(self) -> None:
+            self.records: list[object] = []
+            self.notes: list[str] = []
+
+        def record(self, rec: Record) -> None:
+            self.records.append(rec)
+
+        def note(self, text: str) -> None:
+            self.notes.append(text)
+
+        def close(self) -> None:
+            pass
+
+    chain = tmp_path / "t.chain.yaml"
+    chain.write_text("steps:\n  - test.echo: {value: 1}\n", encoding="utf-8")
+    view = Collect()
+    result = chainlang.run(chain, {}, tools=[str(REPO / "tests" / "run" / "run_tools.py")], transcript=tmp_path / "run.jsonl",
+                           progress=view)
+    assert result.status == "ok"
+    kinds = [type(rec) for rec in view.records]
+    assert kinds[0] is RunStarted and kinds[-1] is RunFinished and StepFinished in kinds, kinds
+    assert all(type(rec) in CLASSES.values() for rec in view.records)

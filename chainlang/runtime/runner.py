@@ -172,8 +172,8 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         except ConfigError as exc:  # a half-configured [decide]
             raise UsageError(str(exc)) from None
     try:
-        # one redaction service for the run: the writer masks every record (so every line shown of one), the
-        # view what it shows, `tell` the notifications, and the result what the CLI prints
+        # one redaction service for the run: the writer masks every record it writes, the view what it
+        # shows (it gets the typed records, unmasked), `tell` the notifications, and the result what the CLI prints
         writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
@@ -200,7 +200,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
 
         def record(rec: "Record") -> Any:  # noqa: F811 - the same, shown live
             written = append(rec)
-            show(written)
+            show(rec)  # the typed record: the view masks what it shows with the run's redactor
             return written
 
     graph = prepared.graph
