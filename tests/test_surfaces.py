@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from chainlang.journal.records import StepProgress
+
 from chainlang.output.progress import MAX_TEXT, PlainProgress, QuietProgress
 from chainlang.runtime.secrets import Redactor, escape_surrogates
 from tests.test_decide import KEY, KEY_ENV, FakeEndpoint, Reply, endpoint  # noqa: F401 - endpoint is a fixture
@@ -203,14 +205,14 @@ def test_the_redaction_service() -> None:
 
 
 def test_a_progress_view_masks_a_secret_before_it_cuts_a_line() -> None:
-    """Records reach a view masked already; a view masks again what it shows (notes, and a
-    key cut in half at the end of a long line must not leave its first half)."""
+    """A view gets the run's own records (not the masked copies the transcript has): it masks
+    what it shows (notes, and a key cut in half at the end of a long line must not leave
+    its first half)."""
     for make in (PlainProgress, QuietProgress):
         stream = io.StringIO()
         view = make(stream)
         view.use_secrets(Redactor([KEY]))
-        view.record({"type": "step_progress", "step": "1", "event": "e", "message": "x" * (MAX_TEXT - 10) + KEY,
-                     "fraction": None})
+        view.record(StepProgress("1", "e", "x" * (MAX_TEXT - 10) + KEY, None))
         view.note(f"note {KEY}")
         view.close()
         out = stream.getvalue()
