@@ -539,6 +539,8 @@ def test_missing_head_without_create(tmp_path: Path) -> None:
 
 
 def test_head_moves_before_actions_and_at_close(tmp_path: Path) -> None:
+    """The head moves at the run's start, when the interpreter commits (after the start of
+    a step that is not idempotent, before it acts) and at close."""
     path = tmp_path / "t.jsonl"
     with RunLock.acquire(path) as lock:
         assert lock.found is None and not lock.damaged
@@ -546,6 +548,8 @@ def test_head_moves_before_actions_and_at_close(tmp_path: Path) -> None:
             w.write("run_started", **run_started())
             assert head_seq(path) == 1
             w.append(StepStarted(step="1", event="e", attempt=1, params=None))
+            assert head_seq(path) == 1  # an idempotent step's start: not committed
+            w.commit()
             assert head_seq(path) == 2
             w.append(Clock(value="v", step="1"))
             w.append(StepFinished(step="1", event="e", status="ok", result=None, error=None, duration_ms=1,
@@ -565,6 +569,7 @@ def test_lines_after_the_head_are_accepted(tmp_path: Path) -> None:
     w = TranscriptWriter(path, "r", key=KEY, lock=lock)
     w.write("run_started", **run_started())
     w.append(StepStarted(step="1", event="e", attempt=1, params=None))
+    w.commit()
     w.append(Clock(value="v", step="1"))
     lock.release()  # as a SIGKILL would: the head is not moved at close
     w.close()
@@ -778,14 +783,16 @@ def test_a_lone_surrogate_keeps_the_envelope_first_and_moves_the_head(tmp_path: 
     key = os.urandom(32)
     lock = RunLock.acquire(path)
     w = TranscriptWriter(path, "r", key=key, lock=lock)
-    w.append(RunStarted(None, "/c.chain.yaml", "0" * 64, {}, None, "2026-01-01", [], False))
+    w.append(RunStarted(None, "/c.chain.yaml", "0" * 64, {"s": "x\udc80"}, None, "2026-01-01", [], False))
+    first = path.read_text(encoding="utf-8").splitlines()[-1]
+    assert first.startswith('{"type":"run_started","run_id":"r","seq":1,'), first
     w.append(StepStarted("1", "e.v", 1, {"s": "x\udc80"}, 1))
     last = path.read_text(encoding="utf-8").splitlines()[-1]
     assert last.startswith('{"type":"step_started","run_id":"r","seq":2,'), last
-    lock.release()  # without closing the writer: the head must already be at seq 2 (a crash here)
+    lock.release()  # without closing the writer: the head moved by itself at run_started (a crash here)
     again = RunLock.acquire(path, create=False)
     try:
-        assert again.found is not None and again.found.seq == 2
+        assert again.found is not None and again.found.seq == 1
         read_transcript(path, key=key, head=again.found)
     finally:
         again.release()

@@ -30,7 +30,6 @@ from typing import Any
 import pytest
 
 from chainlang.journal.records import StepProgress
-
 from chainlang.output.progress import MAX_TEXT, PlainProgress, QuietProgress
 from chainlang.runtime.secrets import Redactor, escape_surrogates
 from tests.test_decide import KEY, KEY_ENV, FakeEndpoint, Reply, endpoint  # noqa: F401 - endpoint is a fixture

@@ -891,6 +891,7 @@ def test_sigkill_loses_no_written_line(tmp_path: Path) -> None:
         w.write("run_started", **json.loads(sys.argv[4]))
         for i in range(int(sys.argv[2]) - 1):
             w.write("step_started", step=str(i), event="e", attempt=1, params={"payload": "x" * 64})
+            w.commit()  # as the interpreter does before a step that is not idempotent acts
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )

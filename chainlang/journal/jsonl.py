@@ -85,8 +85,9 @@ __all__ = [
 
 
 _STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
-# the lines that come before an action: the head moves to them (see chainlang.journal.lock)
-_HEAD_BEFORE = (b'{"type":"step_started"', b'{"type":"run_started"')
+# the head moves to a run's start by itself (see chainlang.journal.lock); before a step's
+# action, when the interpreter asks (`commit`)
+_HEAD_BEFORE = b'{"type":"run_started"'
 _ENVELOPE = ("type", "run_id", "seq", "ts")
 _RESERVED_FIELDS = frozenset((*_ENVELOPE, "mac"))
 # members whose values are counts, durations or fixed words that chainlang sets itself:
@@ -323,6 +324,17 @@ class TranscriptWriter:
             self._lock_file.record(seq, mac)
             if self.durable:
                 self._lock_file.sync()
+
+    def commit(self) -> None:
+        """Move the head to the last line written: the interpreter calls it after the
+        `step_started` of a step that is not idempotent, before its tool acts. (Removing
+        the lines after the head can only make idempotent steps run again, as a crash
+        would.)"""
+        with self._lock:
+            if self._fd is not None and self._lock_file is not None and self._seq:
+                self._lock_file.record(self._seq, self._mac)
+                if self.durable:
+                    self._lock_file.sync()
 
     def close(self) -> None:
         """Close the file (idempotent), moving the head to its last line. Writing

@@ -8,16 +8,16 @@ Beside `RUN.jsonl` lies `RUN.jsonl.head`, one fixed-width line:
   file (released by the kernel when the process ends, however it ends). A second
   process is refused at once (`RunInUse`) with the holder's pid.
 - The writer overwrites it in place with the seq and MAC of the last line, sealed with
-  the project key, whenever it writes a line that comes before an action (`run_started`,
-  `step_started`: a tool is called next) and when it closes. The file is mapped into
+  the project key, when the run starts, before the tool of a step that is not
+  idempotent is called (its `step_started` is then the last line), and when it closes. The file is mapped into
   memory (`mmap`, shared), so that costs no system call; the kernel holds the page, so a
   killed process loses no update.
 - Records removed from the end of a transcript leave the chain of MACs intact but no
   longer reach the head, so `resume` finds them. Lines after the head (a step's end, a
   clock reading, a decision) are covered by the chain of MACs only: removing them makes
-  the run look as if it had crashed earlier. Resume handles that as a crash: an
-  idempotent step runs again, any other stops the resume and asks (--rerun/--skip); no
-  action that started can be repeated unknowingly.
+  the run look as if it had crashed earlier. Resume handles that as a crash; since the
+  head covers the start of every step that is not idempotent, what can run again is
+  only what may run twice (idempotent steps, a decide model asked again).
 
 The head file belongs to the transcript: copy or move them together.
 """

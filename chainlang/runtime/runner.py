@@ -206,7 +206,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     graph = prepared.graph
     assert graph is not None
     state = RunState(
-        run_id=run_id, registry=prepared.registry, record=record, decider=decider,
+        run_id=run_id, registry=prepared.registry, record=record, commit=writer.commit, decider=decider,
         clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=prepared.root / STATE_DIR,
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,

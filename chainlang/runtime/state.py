@@ -35,6 +35,7 @@ class RunState:
     facts: dict[str, Any]
     max_steps: int
     interceptors: tuple["Interceptor", ...] = ()
+    commit: Callable[[], None] = lambda: None  # seals the journal up to here: before an action that may not repeat
     replay: "Replay | None" = None
     notify: Callable[[str], None] = lambda text: None
     load_chain: "Callable[[str, str], ExecutionGraph] | None" = None  # (name or path, caller file) → graph

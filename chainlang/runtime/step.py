@@ -152,8 +152,11 @@ class StepPipeline:
             raise LimitExceeded("max_steps", f"the run executed more than max_steps = {run.max_steps} steps "
                                              f"(at step {ipath}, {name})")
         record = run.record
+        once = not (rt.spec.idempotent or rt.runs_chain)  # its start must be sealed before it acts
         for attempt in range(first, tries + 1):
             record(StepStarted(ipath, name, attempt, params, tries))
+            if once:
+                run.commit()
             start = time.perf_counter()
             result, error = await self.execute(node, rt, scope, ipath, params, attempt, start)
             if error is None:
