@@ -20,9 +20,10 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
-# day-to-day: everything but the tests marked slow (wheel build, mypy, fuzzing, scaling)
+# day-to-day: everything but the tests marked slow (wheel build, mypy, fuzzing, scaling, the
+# timeout and abandoning tests), spread over the cores
 test-fast: $(VENV)/.installed
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n auto
 
 docs: $(VENV)/.installed
 	$(BIN)/mkdocs build --strict

@@ -121,6 +121,7 @@ def test_check_examples_exits_0() -> None:
     assert proc.stdout.splitlines()[-1].startswith("no problems found in ")
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("case", golden_cases("ok"), ids=lambda p: p.name)
 def test_check_ok_golden_exits_0(case: Path) -> None:
     proc = cli("check", "--tools", GOLDEN_TOOLS, case.name, cwd=case.parent)
@@ -135,6 +136,7 @@ def test_check_all_ok_goldens_at_once() -> None:
     assert proc.stdout.startswith("no problems found in ")
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("case", golden_cases("err"), ids=lambda p: p.name)
 def test_check_err_golden_exit_code_and_diagnostics(case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On every error golden, `check --format json` prints what the API finds (test_golden
@@ -175,6 +177,7 @@ def test_check_one_error_among_clean_files_exits_1(tmp_path: Path) -> None:
     assert cli("check", ".", cwd=tmp_path).returncode == 1
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("text", ["steps: [\n", "\xff\xfe\x00\x00garbage", "- a: [b\n  - {", "", "!!python/object:os.system {}\n"],
                          ids=["unclosed-flow", "binary", "broken-nesting", "empty", "python-tag"])
 def test_malformed_input_exits_1_without_traceback(tmp_path: Path, text: str) -> None:
@@ -228,6 +231,7 @@ def usage_args(name: str, raising: Path) -> list[str]:
     return [a.replace("{raising}", str(raising)) for a in USAGE_ERRORS[name]]
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("name", list(USAGE_ERRORS))
 def test_usage_errors_exit_2_without_traceback(name: str, raising_tools: Path) -> None:
     proc = cli(*usage_args(name, raising_tools))
@@ -237,6 +241,7 @@ def test_usage_errors_exit_2_without_traceback(name: str, raising_tools: Path) -
     assert proc.stderr.strip()
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("name", list(USAGE_ERRORS))
 def test_usage_errors_print_one_chainlang_error_line(name: str, raising_tools: Path) -> None:
     """Every usage error is one line `chainlang: error: ...` on stderr (the brief's contract).
@@ -378,6 +383,7 @@ def test_sarif_format_clean_and_absolute_paths(sarif_validator: Draft4Validator,
     assert uri.startswith("file:///") and uri.endswith("/dir%20with%20space/bad.chain.yaml")
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("fmt", ["text", "json", "github", "sarif"])
 def test_output_is_deterministic_and_in_path_order(fmt: str, tmp_path: Path) -> None:
     write(tmp_path / "b.chain.yaml", MIXED)
@@ -413,6 +419,7 @@ def test_output_is_deterministic_and_in_path_order(fmt: str, tmp_path: Path) -> 
     ],
     ids=["pipe", "flag", "no-flag", "no_color", "no_color+flag", "force_color", "force_color+no-flag", "no_color+force_color"],
 )
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 def test_colour(mixed: Path, env: dict[str, str], flags: list[str], coloured: bool) -> None:
     """stdout here is a pipe: colour only when forced (--color, or FORCE_COLOR without NO_COLOR).
 
@@ -616,6 +623,7 @@ def test_toml_named_chains_are_listed_by_events_and_describe(project: Path) -> N
     ],
     ids=["typo-key", "wrong-type", "bad-toml", "missing-tools-file"],
 )
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 def test_bad_toml_is_a_usage_error(project: Path, toml: str, expected: str) -> None:
     write(project / "chainlang.toml", toml)
     for args in (["check", "chains"], ["events"], ["describe", "tools.now"]):
@@ -762,6 +770,7 @@ def test_describe_with_tools() -> None:
 # -- help and version ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("args", [[], ["check"], ["schema"], ["events"], ["describe"]], ids=lambda a: a[0] if a else "main")
 def test_help(args: list[str]) -> None:
     for flag in ("--help", "-h"):

@@ -343,6 +343,7 @@ def test_yaml_example(block: Block, registry: Registry, tmp_path: Path) -> None:
 # -- 2. every console block is the exact output of the CLI --------------------------------
 
 
+@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=block_id)
 def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp_path: Path) -> None:
     previous = block.previous

@@ -14,6 +14,8 @@ from chainlang.compile import compile_chain, hook_order
 from chainlang.expr import DataResolver
 from chainlang.compile.render import to_dot, to_json, to_mermaid
 
+pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
+
 REPO = Path(__file__).resolve().parent.parent
 
 

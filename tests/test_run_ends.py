@@ -26,6 +26,8 @@ import pytest
 
 import chainlang
 
+pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
+
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / "tests" / "run" / "ends_tools.py"
 RUN_TOOLS = REPO / "tests" / "run" / "run_tools.py"
