@@ -1,51 +1,36 @@
-"""The durable transcript of a run: one JSON object per line, appended as it happens.
+"""The JSONL transcript of a run, its first `Journal`: one JSON object per line, appended as
+it happens, each sealed (chainlang.journal.integrity) before it is written.
 
 The transcript is the run's audit path and the only thing `chainlang resume` needs
-(LANGUAGE.md §9). Three pieces live here:
-
-- `TranscriptWriter` appends records. Each line is handed to the operating system with a
-  single `write(2)` before `write()` returns, so a crash of the process (even SIGKILL)
-  loses no line that `write()` returned for. Power loss or a kernel crash can still lose
-  the tail of the file unless the writer was opened with `durable=True`, which adds an
-  `os.fsync` after every line (and of the parent directory when the file is created);
-  that costs a disk flush per line and is off by default.
-- `read_transcript()` parses a transcript back into a `Transcript`: the run's start and
-  finish records, the last attempt of every step, the recorded clock readings and decide
-  answers. A last line cut off by a crash is tolerated and reported (`torn_tail`); any
-  other damage raises `TranscriptError` naming the line.
-- `idempotency_key()` derives the stable key passed to a tool for one step attempt.
+(LANGUAGE.md §9). `TranscriptWriter` appends records. Each line is handed to the
+operating system with a single `write(2)` before `write()` returns, so a crash of the
+process (even SIGKILL) loses no line that `write()` returned for. Power loss or a kernel
+crash can still lose the tail of the file unless the writer was opened with
+`durable=True`, which adds an `os.fsync` after every line (and of the parent directory
+when the file is created). Reading back is `chainlang.journal.reader`; the idempotency
+key of a step attempt is in `chainlang.journal.values`.
 
 Record format. Every line is a JSON object (UTF-8, compact separators) whose first four
-members are the envelope:
+members are the envelope and whose last member is the seal:
 
-    {"type":"step_started","run_id":"r1","seq":7,"ts":"2025-01-02T03:04:05.678Z",...}
+    {"type":"step_started","run_id":"r1","seq":7,"ts":"2025-01-02T03:04:05.678Z",...,"mac":"…"}
 
-- `type`: one of `RECORD_TYPES`.
-- `run_id`: the same on every line of a file.
+- `type`: one of `RECORD_TYPES`; `run_id`: the same on every line of a file;
 - `seq`: 1 for the first line, then +1 per line; a writer reopening an existing transcript
   (resume) continues after the last recorded `seq`. Readers require it to increase.
 - `ts`: wall-clock time of the write, ISO 8601 UTC with milliseconds. It is for audit
   only; the *run* clock (which `--now` can pin) is recorded in `clock` records.
 
-Fields per type, as enforced by the writer and the reader (any other fields are free):
+What each type holds is the one codec's to say (chainlang.journal.records): the writer's
+`write()` and the reader refuse anything it refuses. The first line must be
+`run_started`; a later `run_started` (a resumption) re-opens the run.
 
-- `step_started`, `step_progress`, `step_finished`: `step` (the stable step path, e.g.
-  `"3.1"`) and `event` (the event name), both non-empty strings. Every `step_started`
-  begins a new attempt of that step; a `step_finished` must follow a `step_started` of the
-  same step and closes that attempt (once).
-- `decide`: `step` (the step whose decide-model answer this is).
-- `clock`: `value`, a string (the ISO 8601 reading the run consumed).
-- `run_started`, `hook_fired`, `run_finished`: no required fields. The first line of a
-  transcript must be `run_started`; a later `run_started` (a resumption that chose to
-  mark itself) is allowed and re-opens the run.
-
-Secrets never reach the file: every string in the fields (dict keys and values, at any
-depth) has each occurrence of a registered secret replaced by `***`, and a number whose
-JSON text contains a secret is replaced by the string `***`. The envelope (`type`,
-`run_id`, `seq`, `ts`) is not redacted. Secrets must be at least
-`MIN_SECRET_LENGTH` characters: masking shorter strings would shred the transcript. A
-secret learned during the run must be registered with `add_secret()` before any value
-containing it is written: lines already written are not rewritten.
+Secrets never reach the file: in every member but the counts, durations and statuses,
+every string (dict keys and values, at any depth) has each occurrence of a registered
+secret replaced by `***`, and a number whose JSON text contains one becomes the string
+`***`. Secrets must be at least `MIN_SECRET_LENGTH` characters. A secret learned during
+the run must be registered with `add_secret()` before any value containing it is
+written: lines already written are not rewritten.
 """
 
 from __future__ import annotations
@@ -84,7 +69,6 @@ __all__ = [
 ]
 
 
-_STEP_TYPES = frozenset({"step_started", "step_progress", "step_finished"})
 # the head moves to a run's start by itself (see chainlang.journal.lock); before a step's
 # action, when the interpreter asks (`commit`)
 _HEAD_BEFORE = b'{"type":"run_started"'
