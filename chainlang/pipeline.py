@@ -91,7 +91,7 @@ def _display(path: str) -> str:
     return path.replace(os.sep, "/") if os.sep != "/" else path
 
 
-def load_file(path: str, data: bytes | None = None, text: str | None = None) -> LoadedFile:
+def load_file(path: str, data: bytes | None = None, text: str | None = None, kind: str | None = None) -> LoadedFile:
     from chainlang.load.loader import load_bytes, load_text
     from chainlang.model.build import build_chain
 
@@ -105,7 +105,7 @@ def load_file(path: str, data: bytes | None = None, text: str | None = None) -> 
     from chainlang.diagnostics.suggest import suggestion_budget
 
     with suggestion_budget():
-        chain = build_chain(loaded.root, loaded.source, sink, kind=file_kind(path))
+        chain = build_chain(loaded.root, loaded.source, sink, kind=kind or file_kind(path))
     return LoadedFile(path, loaded.source, sink, chain)
 
 
@@ -217,7 +217,10 @@ def project_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -
 
 
 def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]:
-    """Chain files of the directories listed in chainlang.toml's `chains`: their names resolve, their problems are not reported."""
+    """What every file of the project sees besides itself (LANGUAGE.md §6.1, §7): the
+    chain files of the directories listed in chainlang.toml's `chains` (their names
+    resolve) and every hooks file of the project (their hooks are in force, their events
+    declared). Their problems are not reported here: checking them does that."""
     from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
 
@@ -225,14 +228,45 @@ def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]
         config = find_project_config(start_dir)
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
-    if config is None or not getattr(config, "chains", None):
-        return []
-    dirs = [str(Path(config.root) / d) for d in config.chains]
-    out = []
-    for path in discover(d for d in dirs if Path(d).is_dir()):
-        if os.path.realpath(path) not in exclude:
-            out.append(load_file(path))
-    return out
+    root = Path(config.root) if config is not None else (start_dir or Path.cwd())
+    dirs = [str(Path(config.root) / d) for d in (getattr(config, "chains", None) or [])] if config is not None else []
+    paths = discover(d for d in dirs if Path(d).is_dir())
+    seen = {os.path.realpath(p) for p in paths} | exclude
+    paths.extend(p for p in project_hook_paths(root, recursive=config is not None) if os.path.realpath(p) not in seen)
+    return [load_file(path) for path in paths if os.path.realpath(path) not in exclude]
+
+
+MAX_PROJECT_DIRS = 2_000  # directories searched for hooks files before the project is judged too wide
+
+
+def project_hook_paths(root: Path, *, recursive: bool = True) -> list[str]:
+    """Every `*.hooks.yaml` / `*.hooks.yml` of the project, sorted: below the directory of
+    chainlang.toml (hidden directories, node_modules and __pycache__ left out), or, for a
+    project that no chainlang.toml marks, in the chain's own directory only. A tree too
+    large to be a project is a UsageError rather than a slow walk."""
+    found: list[str] = []
+    seen_dirs = 0
+    for where, dirs, files in os.walk(root):
+        if not recursive:
+            dirs[:] = []
+        seen_dirs += 1
+        if seen_dirs > MAX_PROJECT_DIRS:
+            raise UsageError(f"{root}: more than {MAX_PROJECT_DIRS:,} directories to search for *.hooks.yaml files; "
+                             "put a chainlang.toml in the project's directory (or move the chain into one)")
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
+        found.extend(p for f in files if f.endswith(HOOKS_SUFFIXES) and os.path.isfile(p := os.path.join(where, f)))
+    return sorted(_display(p) for p in found)
+
+
+def python_hook_files(registry: "Registry") -> list[LoadedFile]:
+    """The hooks registered in Python, one hooks file (JSON text) per source module."""
+    from chainlang.registry.hooks import hooks_file_text
+
+    by_source: dict[str, list] = {}  # type: ignore[type-arg]
+    for hook in registry.hooks():
+        by_source.setdefault(hook.source or "registered in Python", []).append(hook)
+    return [load_file(f"{source}#hooks", text=hooks_file_text(hooks), kind="hooks")
+            for source, hooks in by_source.items()]
 
 
 def check_files(
@@ -255,8 +289,9 @@ def check_files(
     registry = registry if registry is not None else default_registry(tools, start_dir)
     files = [load_file(name) for name in names]
     context = context_files(start_dir, {os.path.realpath(f) for f in names})
+    files.extend(python_hook_files(registry))  # checked, and reported, with the files given
     diagnostics = check_loaded(files, registry, context)
-    return CheckResult(diagnostics, {f.path: f.source for f in files}, names, [f.chain for f in files])
+    return CheckResult(diagnostics, {f.path: f.source for f in files}, [f.path for f in files], [f.chain for f in files])
 
 
 def check_text(text: str, path: str = "<text>.chain.yaml", registry: "Registry | None" = None,

@@ -7,6 +7,7 @@ project. Regenerate the .out files with UPDATE_GOLDENS=1 (then read the diff!).
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -41,9 +42,18 @@ def render(diags: list[Diagnostic]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def run_case(path: Path, registry) -> str:
+def run_case(path: Path, registry, tmp_path: Path) -> str:
+    """Check one case as a project of its own: the cases of a folder are independent (every
+    hooks file of a project is in force for each of its files, LANGUAGE.md §6.1), so each is
+    copied alone into an empty directory, under the same name."""
+    alone = tmp_path / "case"
+    alone.mkdir()
+    if path.is_dir():
+        shutil.copytree(path, alone / path.name)
+    else:
+        shutil.copyfile(path, alone / path.name)
     cwd = os.getcwd()
-    os.chdir(path.parent)
+    os.chdir(alone)
     try:
         return render(check_files([path.name], registry=registry).diagnostics)
     finally:
@@ -51,14 +61,14 @@ def run_case(path: Path, registry) -> str:
 
 
 @pytest.mark.parametrize("path", cases("ok"), ids=case_id)
-def test_ok(path: Path, registry) -> None:
-    assert run_case(path, registry) == ""
+def test_ok(path: Path, registry, tmp_path: Path) -> None:
+    assert run_case(path, registry, tmp_path) == ""
 
 
 @pytest.mark.parametrize("path", cases("err"), ids=case_id)
-def test_err(path: Path, registry) -> None:
+def test_err(path: Path, registry, tmp_path: Path) -> None:
     out_file = path.parent / (path.name.split(".")[0] + ".out")
-    got = run_case(path, registry)
+    got = run_case(path, registry, tmp_path)
     if os.environ.get("UPDATE_GOLDENS"):
         out_file.write_text(got, encoding="utf-8")
     assert out_file.exists(), f"missing golden {out_file.name}; run with UPDATE_GOLDENS=1"

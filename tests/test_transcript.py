@@ -110,6 +110,14 @@ def hook_fired(**over: Any) -> dict[str, Any]:
     return {"hook": "notify", "when": "post", "event": "e", **over}
 
 
+def hook_finished(**over: Any) -> dict[str, Any]:
+    return {"hook": "notify", "status": "ok", "error": None, "duration_ms": 1.5, **over}
+
+
+def hook_dropped(**over: Any) -> dict[str, Any]:
+    return {"hook": "notify", "when": "post", "event": "e", "reason": "single", "message": "busy", **over}
+
+
 def run_finished(status: str = "ok", **over: Any) -> dict[str, Any]:
     return {"status": status, "outputs": {}, "error": None, "duration_ms": 5, **over}
 
@@ -125,6 +133,8 @@ VALID: dict[str, dict[str, Any]] = {
     "step_progress": step_progress("1"),
     "decide": decide("1"),
     "hook_fired": hook_fired(),
+    "hook_finished": hook_finished(),
+    "hook_dropped": hook_dropped(),
     "step_finished": step_finished("1"),
     "run_finished": run_finished(),
     "clock": clock(),
@@ -150,7 +160,11 @@ def write_run(path: Path, run_id: str = "run-1", **kwargs: Any) -> None:
                 action="skip", reason="x is small", source="embedded")
         w.write("decide", step="3.1", event="agent.ask", asked={"condition": None, "errors": ["q"], "params": {}},
                 action="continue", params={"q": "why?"}, reason="fixed the params", source="model")
-        w.write("hook_fired", hook="notify", when="post", event=http, step="1")
+        w.write("hook_fired", hook="notify", when="post", event=http, step="1", trigger="post:tools.http.*")
+        w.write("hook_finished", hook="notify", step="1", status="failed", error={"type": "chain", "message": "m"},
+                duration_ms=1.5)
+        w.write("hook_dropped", hook="notify", when="post", event=http, step="1", reason="single",
+                message="its previous action still runs")
         w.write("step_started", step="3.1", event="agent.ask", attempt=1, params={"q": "why?"})
         w.write("clock", value="2025-01-02T03:04:06Z", step="3.1")
         w.write("run_finished", status="ok", outputs={"answer": "é✓"}, error=None, duration_ms=12.5)
@@ -455,7 +469,7 @@ def test_corrupt_last_line_with_newline_is_not_a_torn_tail(tmp_path: Path) -> No
     write_run(path)
     with path.open("ab") as f:
         f.write(b"{garbage\n")
-    with pytest.raises(TranscriptError, match=r":14: not a JSON line"):
+    with pytest.raises(TranscriptError, match=r":16: not a JSON line"):
         read_transcript(path)
 
 
@@ -464,12 +478,12 @@ def test_unterminated_but_invalid_record_is_corruption(tmp_path: Path) -> None:
     write_run(path)
     with path.open("ab") as f:
         f.write(b'{"type":"bogus"}')  # parses: not a torn write, a bad record
-    with pytest.raises(TranscriptError, match=r":14: unknown record type"):
+    with pytest.raises(TranscriptError, match=r":16: unknown record type"):
         read_transcript(path)
     path.write_bytes(path.read_bytes()[: -len(b'{"type":"bogus"}')])
     with path.open("ab") as f:  # parses, known type, but not a valid record of it
-        f.write(_line("clock", seq=14, value="").encode())
-    with pytest.raises(TranscriptError, match=r":14: clock record: 'value' must be a non-empty string"):
+        f.write(_line("clock", seq=16, value="").encode())
+    with pytest.raises(TranscriptError, match=r":16: clock record: 'value' must be a non-empty string"):
         read_transcript(path)
 
 

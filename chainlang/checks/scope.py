@@ -179,7 +179,7 @@ class Analyser:
         self.analysis = Analysis()
         self._result_types: dict[str, Any] = {}
         self.bindings = ChainBindings()
-        self._collect: ChainBindings | None = self.bindings  # None while walking hooks (compiled with them later)
+        self._collect: ChainBindings | None = self.bindings  # a hook's own while walking that hook
 
     # -- walking --
 
@@ -192,9 +192,11 @@ class Analyser:
         end = Scope(loops={}, payload=None, trail=((0, "steps", len(chain.steps)),), current=None)
         for value in chain.outputs.values():
             self.value_sites(value, "output", doc, end)
-        self._collect = None
-        for hook in chain.hooks:
+        for hook in chain.hooks:  # each hook's references are bound apart: it is compiled on its own
+            self._collect = ChainBindings()
             self.walk_hook(hook)
+            hook.bindings = self._collect
+        self._collect = self.bindings
         chain.bindings = self.bindings
         return self.analysis
 

@@ -22,6 +22,8 @@ __all__ = [
     "Clock",
     "Decide",
     "Envelope",
+    "HookDropped",
+    "HookFinished",
     "HookFired",
     "Record",
     "RecordError",
@@ -108,10 +110,41 @@ class Decide:
 
 @dataclass(slots=True)
 class HookFired:
+    """A hook's condition held (§6.1): `when` is pre or post, `step` the step path of the
+    event (none for an emitted external event), `trigger` the hook's trigger as written."""
+
     TYPE: ClassVar[str] = "hook_fired"
     hook: str
     when: str
     event: str
+    step: str | None = None
+    trigger: str | None = None
+
+
+@dataclass(slots=True)
+class HookFinished:
+    """A hook's action ended: `ok`, `failed` or `cancelled` (by the run's end, or a failure
+    elsewhere). Resume never runs again an action that has this record."""
+
+    TYPE: ClassVar[str] = "hook_finished"
+    hook: str
+    status: str
+    error: dict[str, Any] | None
+    duration_ms: float
+    step: str | None = None
+
+
+@dataclass(slots=True)
+class HookDropped:
+    """A hook that did not fire although its condition held (`reason`: `depth`, `single`),
+    or whose running action a new firing replaced (`restart`)."""
+
+    TYPE: ClassVar[str] = "hook_dropped"
+    hook: str
+    when: str
+    event: str
+    reason: str
+    message: str
     step: str | None = None
 
 
@@ -150,10 +183,11 @@ class Clock:
     step: str | None = None
 
 
-Record = Union[RunStarted, StepStarted, StepProgress, Decide, HookFired, StepFinished, RunFinished, Clock]
+Record = Union[RunStarted, StepStarted, StepProgress, Decide, HookFired, HookFinished, HookDropped, StepFinished,
+               RunFinished, Clock]
 
-_CLASSES: dict[str, Any] = {cls.TYPE: cls for cls in
-                            (RunStarted, StepStarted, StepProgress, Decide, HookFired, StepFinished, RunFinished, Clock)}
+_CLASSES: dict[str, Any] = {cls.TYPE: cls for cls in (RunStarted, StepStarted, StepProgress, Decide, HookFired, HookFinished,
+                                                      HookDropped, StepFinished, RunFinished, Clock)}
 RECORD_TYPES: frozenset[str] = frozenset(_CLASSES)
 
 # per type, in the order members are written: (member, accepted Python types, required, nullable)
@@ -176,7 +210,11 @@ _members(Decide, ("step", _STR, True, False), ("event", _STR, True, False), ("as
          ("action", _STR, True, False), ("params", _OBJ, False, False), ("reason", _STR, True, False),
          ("source", _STR, True, False))
 _members(HookFired, ("hook", _STR, True, False), ("when", _STR, True, False), ("event", _STR, True, False),
-         ("step", _STR, False, False))
+         ("step", _STR, False, False), ("trigger", _STR, False, False))
+_members(HookFinished, ("hook", _STR, True, False), ("step", _STR, False, False), ("status", _STR, True, False),
+         ("error", _OBJ, True, True), ("duration_ms", _NUM, True, False))
+_members(HookDropped, ("hook", _STR, True, False), ("when", _STR, True, False), ("event", _STR, True, False),
+         ("step", _STR, False, False), ("reason", _STR, True, False), ("message", _STR, True, False))
 _members(StepFinished, ("step", _STR, True, False), ("event", _STR, True, False), ("status", _STR, True, False),
          ("result", _ANY, True, True), ("error", _OBJ, True, True), ("duration_ms", _NUM, True, False),
          ("attempt", _INT, True, False), ("reason", _STR, False, False), ("broke", _BOOL, False, False))
@@ -184,8 +222,9 @@ _members(RunFinished, ("status", _STR, True, False), ("outputs", _OBJ, True, Fal
          ("duration_ms", _NUM, True, False))
 _members(Clock, ("value", _STR, True, False), ("step", _STR, False, False))
 
-_NON_EMPTY = frozenset({"step", "event", "file", "value"})
+_NON_EMPTY = frozenset({"step", "event", "file", "value", "hook"})
 _STATUSES = frozenset({"ok", "failed", "skipped", "cancelled"})
+_HOOK_STATUSES = frozenset({"ok", "failed", "cancelled"})
 _RUN_STATUSES = frozenset({"ok", "broken", "failed", "limit", "interrupted"})
 
 
@@ -246,6 +285,8 @@ def decode(data: dict[str, Any]) -> Record:
     record: Record = cls(**values)
     if isinstance(record, StepFinished) and record.status not in _STATUSES:
         raise RecordError(f"step_finished record: unknown status {record.status!r}")
+    if isinstance(record, HookFinished) and record.status not in _HOOK_STATUSES:
+        raise RecordError(f"hook_finished record: unknown status {record.status!r}")
     if isinstance(record, RunFinished) and record.status not in _RUN_STATUSES:
         raise RecordError(f"run_finished record: unknown status {record.status!r}")
     if isinstance(record, (StepStarted, StepFinished)) and record.attempt < 1:

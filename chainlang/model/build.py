@@ -55,7 +55,8 @@ PARALLEL_KEYS = COMMON_KEYS + ("parallel",)
 STEPS_KEYS = COMMON_KEYS + ("steps",)
 IF_KEYS = COMMON_KEYS + ("then", "else")
 ALL_STEP_KEYS = frozenset(EVENT_KEYS + PARALLEL_KEYS + STEPS_KEYS + IF_KEYS)
-HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "cancel", "set", "mode", "max", "max_depth", "description")
+HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "cancel", "set", "mode", "max", "max_depth",
+             "on_error", "description")
 LIMIT_KEYS = ("max_steps", "max_depth", "timeout", "max_parallel")
 RETRY_KEYS = ("attempts", "delay", "backoff", "max_delay")
 EVENT_DECL_KEYS = ("description", "payload")
@@ -533,7 +534,7 @@ class ModelBuilder:
             self.wrong_type(node, "a hook", "a mapping with trigger: and action:")
             return None
         self.check_keys(node, HOOK_KEYS, "a hook")
-        hook = Hook(node=node, index=index)
+        hook = Hook(node=node, index=index, file=self.source.path)
         id_node = node.get("id")
         if id_node is not None:
             name = self.string(id_node, "hook 'id'")
@@ -581,6 +582,15 @@ class ModelBuilder:
                            (f"did you mean '{g}'?" if (g := closest(value, HOOK_MODES)) else None))
         hook.max = self.integer(node.get("max"), "max", rules.BAD_LIMIT, 1, 1024)
         hook.max_depth = self.integer(node.get("max_depth"), "max_depth", rules.BAD_LIMIT, *LIMIT_RANGES["max_depth"])
+        on_error = node.get("on_error")
+        if on_error is not None:
+            value = self.string(on_error, "'on_error'")
+            if value in ("continue", "fail"):
+                hook.on_error = value
+            elif value is not None:
+                self.error(rules.WRONG_TYPE, f"a hook's on_error is continue or fail; got '{value}'", on_error,
+                           (f"did you mean '{g}'?" if (g := closest(value, ("continue", "fail"))) else
+                            "continue (the default) records a failing action; fail also fails what triggered it"))
         description = node.get("description")
         if description is not None:
             hook.description = self.string(description, "'description'")

@@ -152,7 +152,22 @@ class Hook:
     mode: str = "parallel"
     max: int | None = None
     max_depth: int | None = None
+    on_error: str = "continue"  # "fail": a failing action fails the step (pre) or the run (post)
     description: str | None = None
+    file: str = ""  # the file that defines it
+    # what the references of its condition, set and action name: set by the checker's analysis
+    bindings: "ChainBindings | None" = None
+
+    @property
+    def key(self) -> str:
+        """The hook's name in step paths and records: its id, else FILE-N (N counts from 1)."""
+        if self.id:
+            return self.id
+        import os
+        import re
+
+        stem = os.path.basename(self.file).split(".")[0] or "hook"
+        return f"{re.sub(r'[^a-z0-9_-]+', '-', stem.lower()).strip('-') or 'hook'}-{self.index + 1}"
 
     @property
     def label(self) -> str:

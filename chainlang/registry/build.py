@@ -7,7 +7,9 @@ from pathlib import Path
 
 from chainlang.config.project import display_path, find_project_config
 from chainlang.registry.loading import load_tools
+from chainlang.registry.hooks import HookDef
 from chainlang.registry.registry import Registry
+from chainlang.registry.spec import EventSpec
 from chainlang.registry.stdlib import stdlib_specs
 
 __all__ = ["build_registry"]
@@ -27,9 +29,16 @@ def build_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> 
     registry = Registry(stdlib_specs())
     config = find_project_config(start_dir)
     if config is not None and config.tools:
-        for spec in load_tools(list(config.tools), config.root, origin=f"listed in {display_path(config.path)}"):
-            registry.add(spec)
+        for item in load_tools(list(config.tools), config.root, origin=f"listed in {display_path(config.path)}"):
+            _add(registry, item)
     if tools:
-        for spec in load_tools(list(tools), Path.cwd(), origin="given with --tools"):
-            registry.add(spec)
+        for item in load_tools(list(tools), Path.cwd(), origin="given with --tools"):
+            _add(registry, item)
     return registry
+
+
+def _add(registry: Registry, item: EventSpec | HookDef) -> None:
+    if isinstance(item, HookDef):
+        registry.add_hook(item)
+    else:
+        registry.add(item)

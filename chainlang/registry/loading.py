@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType, TracebackType
 
+from chainlang.registry.hooks import HookDef
 from chainlang.registry.decorator import spec_of
 from chainlang.registry.errors import ToolLoadError
 from chainlang.registry.spec import EventSpec
@@ -28,21 +29,22 @@ def is_file_ref(ref: str) -> bool:
     return ref.endswith(".py") or "/" in ref or "\\" in ref or ref.startswith(".")
 
 
-def load_tools(refs: Sequence[str], base_dir: Path, *, origin: str | None = None) -> list[EventSpec]:
-    """The @event tools of each module name or `.py` file in `refs`.
+def load_tools(refs: Sequence[str], base_dir: Path, *, origin: str | None = None) -> list[EventSpec | HookDef]:
+    """The @event tools and the hooks (`chainlang.hook(...)` at module level) of each
+    module name or `.py` file in `refs`.
 
     Files are relative to `base_dir`; module names are imported from
     sys.path plus `base_dir`. `origin` (e.g. "listed in chainlang.toml")
     is added to error messages. Raises ToolLoadError (one line) when a
-    reference cannot be loaded or defines no tools.
+    reference cannot be loaded or defines neither tools nor hooks.
     """
-    specs: list[EventSpec] = []
+    specs: list[EventSpec | HookDef] = []
     for ref in refs:
         specs.extend(_load_one(ref, Path(base_dir), origin))
     return specs
 
 
-def _load_one(ref: str, base_dir: Path, origin: str | None) -> list[EventSpec]:
+def _load_one(ref: str, base_dir: Path, origin: str | None) -> list[EventSpec | HookDef]:
     suffix = f" ({origin})" if origin else ""
     if not isinstance(ref, str) or not ref.strip():
         raise ToolLoadError(f"empty tools reference{suffix}: give a module name (mypkg.tools) or a .py file")
@@ -115,10 +117,17 @@ def _import_module(ref: str, base_dir: Path, suffix: str) -> tuple[ModuleType, s
     return module, label, ref
 
 
-def _collect(module: ModuleType, label: str, source: str, suffix: str) -> list[EventSpec]:
+def _collect(module: ModuleType, label: str, source: str, suffix: str) -> list[EventSpec | HookDef]:
     found: dict[str, tuple[str, EventSpec]] = {}
+    hooks: list[HookDef] = []
     for attribute, value in list(vars(module).items()):
         if isinstance(value, ModuleType):
+            continue
+        if isinstance(value, HookDef) or (isinstance(value, (list, tuple)) and value
+                                          and all(isinstance(v, HookDef) for v in value)):
+            for item in (value if isinstance(value, (list, tuple)) else [value]):
+                if not any(h is item for h in hooks):
+                    hooks.append(item.with_source(source))
             continue
         spec = spec_of(value)
         if spec is None:
@@ -133,11 +142,12 @@ def _collect(module: ModuleType, label: str, source: str, suffix: str) -> list[E
                 f"{label}{suffix} declares event '{spec.name}' twice: {previous[0]} and {attribute}"
             )
         found[spec.name] = (attribute, spec)
-    if not found:
+    if not found and not hooks:
         raise ToolLoadError(
-            f"{label}{suffix} defines no @event tools: decorate functions with @chainlang.event('namespace.action')"
+            f"{label}{suffix} defines no @event tools and no hooks: decorate functions with "
+            "@chainlang.event('namespace.action'), or register hooks with chainlang.hook(...)"
         )
-    return [spec for _, spec in found.values()]
+    return [spec for _, spec in found.values()] + hooks
 
 
 @contextlib.contextmanager

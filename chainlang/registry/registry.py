@@ -8,6 +8,7 @@ from fnmatch import fnmatchcase
 from typing import Protocol, runtime_checkable
 
 from chainlang.registry.errors import RegistryError
+from chainlang.registry.hooks import HookDef
 from chainlang.registry.spec import EventSpec
 
 _GLOB_CHARS = frozenset("*?[")
@@ -32,12 +33,28 @@ class Registry:
     spec again is a no-op, so loading the same tools module twice is fine).
     """
 
-    __slots__ = ("_specs",)
+    __slots__ = ("_specs", "_hooks")
 
     def __init__(self, specs: Iterable[EventSpec] = ()) -> None:
         self._specs: dict[str, EventSpec] = {}
+        self._hooks: list[HookDef] = []  # hooks registered in Python (chainlang.hook), in order
         for spec in specs:
             self.add(spec)
+
+    def add_hook(self, hook: HookDef, source: str | None = None) -> None:
+        """Register a hook made with `chainlang.hook(...)` (`source` names where it comes
+        from in messages). The same hook from the same source twice is kept once."""
+        if not isinstance(hook, HookDef):
+            raise TypeError(f"Registry.add_hook expects chainlang.hook(...), not {type(hook).__name__}")
+        if source is not None or not hook.source:
+            hook = hook.with_source(source or "registered in Python")
+        if any(h == hook and h.source == hook.source for h in self._hooks):
+            return
+        self._hooks.append(hook)
+
+    def hooks(self) -> list[HookDef]:
+        """The hooks registered in Python, in registration order."""
+        return list(self._hooks)
 
     # -- building ------------------------------------------------------------
 
@@ -60,6 +77,7 @@ class Registry:
         """An independent registry with the same events."""
         new = Registry()
         new._specs = dict(self._specs)
+        new._hooks = list(self._hooks)
         return new
 
     def with_specs(self, specs: Iterable[EventSpec]) -> Registry:
