@@ -1,0 +1,283 @@
+"""Opening the project's store, and the operations on it.
+
+SQLite settings and why (set on every connection, since a pool opens several):
+- WAL: readers never wait for the writer, and a crash cannot tear a commit;
+- synchronous=FULL: a commit is on disk before it returns (WAL's default, NORMAL, can lose
+  the last commits on power loss, and "a crash loses nothing committed" is the contract);
+- a busy timeout: a second process waits for the write lock instead of failing at once;
+- foreign keys on: later tables reference one another.
+
+Transactions: the sqlite3 driver's own BEGIN handling is switched off and SQLAlchemy's
+"begin" event emits ours (the recipe of SQLAlchemy's SQLite documentation, "Transactions
+with SQLite and the sqlite3 driver"). Write transactions use BEGIN IMMEDIATE, which takes
+the write lock before the first read: of two processes claiming one key, the second
+waits (busy timeout), then sees the first one's row. A deferred transaction reads first
+and must upgrade its lock to write, which SQLite refuses at once, without waiting
+(SQLITE_BUSY), when another process wrote in between.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Row, create_engine, event, insert, select, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, make_url
+
+from .base import EmitClaim, StoreError, check_key
+from .schema import EMITS, EVENT_LOG, SCHEMA_VERSION, NewerSchema, migrate, now, read_version
+
+__all__ = ["DEFAULT_PATH", "Store", "open_store"]
+
+DEFAULT_PATH = Path(".chainlang") / "store.db"
+_BEGIN = "chainlang_begin"  # execution option: the BEGIN mode of a transaction
+
+
+def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0) -> Store:
+    """Open (creating and migrating if needed) the store of the project at `root`.
+
+    `url` is `[store] url` of chainlang.toml: an SQLite URL, its relative path read from
+    `root`. `busy_timeout` is how long, in seconds, to wait for another process's lock.
+    """
+    root = Path(root)
+    if url is None:
+        path = root / DEFAULT_PATH
+        try:
+            path.parent.mkdir(exist_ok=True)
+        except FileExistsError:
+            raise StoreError(f"{path.parent} is a file, but the project's store lives in a directory of that "
+                             "name; move the file away") from None
+        except OSError as e:
+            raise StoreError(f"cannot create {path.parent} for the project's store: {e.strerror}; "
+                             f"check that {root} is a writable directory") from e
+    else:
+        path = _sqlite_path(root, url)
+    store = Store(path, busy_timeout)
+    try:
+        store._migrate()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _sqlite_path(root: Path, url: str) -> Path:
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError:
+        raise StoreError("[store] url is not a database URL; write sqlite:///PATH") from None
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.get_backend_name() != "sqlite" or parsed.get_driver_name() != "pysqlite":
+        raise StoreError(f"[store] url {shown}: only SQLite stores (sqlite:///PATH) are supported so far")
+    if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+        raise StoreError(f"[store] url {shown} names no file; write sqlite:///PATH (the store must outlive "
+                         "the process)")
+    path = Path(parsed.database)
+    return path if path.is_absolute() else root / path
+
+
+class Store:
+    """One project's store. Every method runs in one transaction and raises only StoreError."""
+
+    def __init__(self, path: Path, busy_timeout: float = 10.0) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._closed = False
+        self._engine: Engine = create_engine(URL.create("sqlite", database=str(path)),
+                                             connect_args={"timeout": busy_timeout})
+        self._writer = self._engine.execution_options(**{_BEGIN: "IMMEDIATE"})
+        millis = max(0, int(busy_timeout * 1000))
+
+        @event.listens_for(self._engine, "connect")
+        def _configure(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see "begin" below)
+            cursor = dbapi_conn.cursor()
+            try:
+                cursor.execute(f"PRAGMA busy_timeout = {millis}")
+                _use_wal(cursor, busy_timeout)
+                cursor.execute("PRAGMA synchronous = FULL")
+                cursor.execute("PRAGMA foreign_keys = ON")
+            finally:
+                cursor.close()
+
+        @event.listens_for(self._engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get(_BEGIN, 'DEFERRED')}")
+
+    # -- the emits of `chainlang emit --id KEY` ------------------------------------------
+
+    def claim_emit(self, key: str, event: str, run_id: str, transcript: str) -> EmitClaim:
+        """Claim `key` for this run, or return the run that claimed it first (`new=False`)."""
+        check_key(key)
+        _check_text(event=event, run_id=run_id, transcript=transcript)
+        with self._write(f"claiming the emit id {key!r}") as conn:
+            row = conn.execute(select(EMITS).where(EMITS.c.key == key)).first()
+            if row is not None:
+                return _claim(row, new=False)
+            claim = EmitClaim(new=True, key=key, event=event, run_id=run_id, transcript=transcript,
+                              status="started", created_at=now(), finished_at=None)
+            conn.execute(insert(EMITS).values(key=key, event=event, run_id=run_id, transcript=transcript,
+                                              status=claim.status, created_at=claim.created_at))
+            _append(conn, claim.created_at, "emit_claimed", key,
+                    {"event": event, "run_id": run_id, "transcript": transcript})
+        return claim
+
+    def finish_emit(self, key: str, status: str) -> None:
+        """Record the final status of the run that claimed `key`."""
+        check_key(key)
+        _check_text(status=status)
+        with self._write(f"finishing the emit id {key!r}") as conn:
+            at = now()
+            done = conn.execute(update(EMITS).where(EMITS.c.key == key).values(status=status, finished_at=at))
+            if done.rowcount != 1:
+                raise StoreError(f"no emit with id {key!r} in {self.path}: it was never claimed")
+            _append(conn, at, "emit_finished", key, {"status": status})
+
+    def get_emit(self, key: str) -> EmitClaim | None:
+        check_key(key)
+        with self._read(f"reading the emit id {key!r}") as conn:
+            row = conn.execute(select(EMITS).where(EMITS.c.key == key)).first()
+        return None if row is None else _claim(row, new=False)
+
+    # -- the event log -------------------------------------------------------------------
+
+    def log(self, kind: str, subject: str, data: dict[str, Any]) -> None:
+        """Append one event to the log (`data` must be JSON-serialisable)."""
+        _check_text(kind=kind)
+        if not isinstance(subject, str) or not isinstance(data, dict):
+            raise StoreError(f"log() takes a subject (text) and data (a dict), not {subject!r} and {data!r}")
+        with self._write(f"logging a {kind!r} event") as conn:
+            _append(conn, now(), kind, subject, data)
+
+    def events(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest `limit` events of the log, oldest first."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise StoreError(f"events(limit=...) takes a whole number >= 0, not {limit!r}")
+        with self._read("reading the event log") as conn:
+            rows = conn.execute(select(EVENT_LOG).order_by(EVENT_LOG.c.seq.desc()).limit(limit)).all()
+        return [{"seq": r.seq, "at": r.at, "kind": r.kind, "subject": r.subject, "data": json.loads(r.data)}
+                for r in reversed(rows)]
+
+    # -- the store itself ----------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        with self._read("reading the schema version") as conn:
+            return read_version(conn)
+
+    def close(self) -> None:
+        """Close the store's connections (a later call on it raises StoreError)."""
+        self._closed = True
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    def _migrate(self) -> None:
+        try:
+            with self._errors("opening it"):
+                migrate(lambda: self._engine.begin(), lambda: self._writer.begin())
+        except NewerSchema as e:
+            raise StoreError(f"{self.path} was written by a newer chainlang (schema version {e.found}, "
+                             f"this one knows up to {SCHEMA_VERSION}); upgrade chainlang to use it") from None
+
+    @contextmanager
+    def _read(self, doing: str) -> Iterator[Connection]:
+        with self._errors(doing), self._engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self, doing: str) -> Iterator[Connection]:
+        with self._errors(doing), self._writer.begin() as conn:
+            yield conn
+
+    def _errors(self, doing: str) -> AbstractContextManager[None]:
+        if self._closed:
+            raise StoreError(f"the store {self.path} is closed; open it again to go on {doing}")
+        return _translated(self, doing)
+
+
+@contextmanager
+def _translated(store: Store, doing: str) -> Iterator[None]:
+    """Turn what the database library raises into a StoreError that says what to do."""
+    try:
+        yield
+    except sa_exc.DBAPIError as e:
+        raise StoreError(_explain(store, str(e.orig), doing)) from e
+    except sqlite3.Error as e:
+        raise StoreError(_explain(store, str(e), doing)) from e
+    except sa_exc.SQLAlchemyError as e:
+        raise StoreError(f"the store {store.path}: {doing} failed: {e}") from e
+    except UnicodeEncodeError as e:
+        raise StoreError(f"the store {store.path}: {doing} failed: the text is not valid UTF-8 ({e.reason})") from e
+
+
+def _explain(store: Store, message: str, doing: str) -> str:
+    path, low = store.path, message.lower()
+    if "locked" in low or "busy" in low:
+        return (f"the store {path} is busy: another process kept it locked (this one waits up to "
+                f"{store.busy_timeout:g} s) while {doing}; try again when that process is done, or stop it")
+    if "not a database" in low or "encrypted" in low:
+        return (f"{path} is not an SQLite database, so it cannot be the project's store; move it away "
+                "(a new store is then created) or name another file in [store] url of chainlang.toml")
+    if "readonly" in low or "read-only" in low:
+        return (f"the store {path} is read-only ({message}); make the file and its directory writable "
+                f"(SQLite writes {path.name}-wal and {path.name}-shm beside it)")
+    if "unable to open" in low:
+        return (f"cannot open the store {path}: its directory is missing or not writable; create it or "
+                "make it writable")
+    if "malformed" in low or "corrupt" in low:
+        return (f"the store {path} is damaged ({message}); restore it from a backup, or move it away to "
+                "start a new one")
+    return f"the store {path}: {doing} failed: {message}"
+
+
+def _use_wal(cursor: sqlite3.Cursor, timeout: float) -> None:
+    """Switch the file to WAL (once per file: the mode is stored in it).
+
+    The switch needs the file to itself and SQLite does not wait for that (no busy
+    handler), so two processes opening a new store at once would see "database is
+    locked" at once: retry until the busy timeout instead.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def _check_text(**values: object) -> None:
+    for name, value in values.items():
+        if not isinstance(value, str) or not value:
+            raise StoreError(f"{name} must be non-empty text, not {value!r}")
+
+
+def _append(conn: Connection, at: str, kind: str, subject: str, data: dict[str, Any]) -> None:
+    try:
+        text = json.dumps(data, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"the data of a {kind!r} event must be JSON ({e})") from None
+    conn.execute(insert(EVENT_LOG).values(at=at, kind=kind, subject=subject, data=text))
+
+
+def _claim(row: Row[Any], new: bool) -> EmitClaim:
+    return EmitClaim(new=new, key=row.key, event=row.event, run_id=row.run_id, transcript=row.transcript,
+                     status=row.status, created_at=row.created_at, finished_at=row.finished_at)
