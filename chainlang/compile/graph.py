@@ -83,6 +83,9 @@ class ExecutionGraph:
     hooks: tuple[str, ...]  # hook labels in firing order (priority, then `after`, then file order)
     # what each reference names, from the checker's analysis: the runtime binds nothing itself
     bindings: ChainBindings = field(default_factory=ChainBindings, repr=False)
+    # the hooks in force while it runs, compiled (chainlang.compile.hooks.HookSet): for the chain a
+    # run starts, its own and the project's; for a sub-chain, its own (added to its caller's)
+    hook_set: Any = field(default=None, repr=False)
 
 
 def compile_chain(chain: Chain) -> ExecutionGraph:

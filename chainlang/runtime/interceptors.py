@@ -5,9 +5,10 @@ the run at fixed points, and knows none of them by name.
 - `admit(step)`: before anything else; an error (a dict) fails the step at once. The
   allow lists of §8 are an interceptor; budgets (§13) will be another.
 - `before(step, params)`: once the params are rendered; returns the params to use
-  (changed or not), or None to cancel the step. Pre hooks (§6.1) plug in here.
-- `after(step, params, result)`: after a step's result is recorded. Post hooks plug in
-  here, and budget accounting.
+  (changed or not), or raises `Refused` to end the step there (`cancelled`, or `failed`).
+  Pre hooks (§6.1) plug in here.
+- `after(step, params, result)`: after a step ended ok (also for a step whose outcome a
+  resume takes from the transcript). Post hooks plug in here, and budget accounting.
 
 A run with no interceptor pays nothing for the seam.
 """
@@ -17,6 +18,16 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+
+class Refused(Exception):
+    """Raised by `before` to end the step without calling its event: `status` is
+    `cancelled` (the chain goes on, as after a skipped step) or `failed`."""
+
+    def __init__(self, status: str, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message", status))
+        self.status = status
+        self.error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +43,7 @@ class StepInfo:
 class Interceptor(Protocol):
     def admit(self, step: StepInfo) -> dict[str, Any] | None: ...
 
-    async def before(self, step: StepInfo, params: dict[str, Any]) -> dict[str, Any] | None: ...
+    async def before(self, step: StepInfo, params: dict[str, Any]) -> dict[str, Any]: ...
 
     async def after(self, step: StepInfo, params: dict[str, Any], result: Any) -> None: ...
 
@@ -43,7 +54,7 @@ class PassThrough:
     def admit(self, step: StepInfo) -> dict[str, Any] | None:
         return None
 
-    async def before(self, step: StepInfo, params: dict[str, Any]) -> dict[str, Any] | None:
+    async def before(self, step: StepInfo, params: dict[str, Any]) -> dict[str, Any]:
         return params
 
     async def after(self, step: StepInfo, params: dict[str, Any], result: Any) -> None:
@@ -72,4 +83,4 @@ class AllowList(PassThrough):
         return {"type": "not_allowed", "message": f"{step.event} is not in the allow list of this chain{also}"}
 
 
-__all__ = ["AllowList", "Interceptor", "PassThrough", "StepInfo"]
+__all__ = ["AllowList", "Interceptor", "PassThrough", "Refused", "StepInfo"]

@@ -3,6 +3,7 @@ registry, the named chains and `chain.run` files it may call, checked once each)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
@@ -32,14 +33,14 @@ class Prepared:
     diagnostics: list["Diagnostic"]
     loader: "SubChains"
     sources: dict[str, Any]
-    hooks: int  # hooks declared in the file (not run yet in this version)
+    hooks: int  # hooks in force (the chain's own, the project's hooks files, Python's)
     digest: str  # sha256 of the chain file: a resume refuses a file that changed
 
 
 def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "Registry | None" = None) -> Prepared:
     """Load, check and compile the chain at `path`. Raises UsageError for a path or tools
     that cannot be used; check errors are in `diagnostics` (and `graph` is None)."""
-    from chainlang.pipeline import context_files, default_registry, load_file
+    from chainlang.pipeline import context_files, default_registry, load_file, python_hook_files
     from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
 
@@ -60,17 +61,24 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     registry = registry if registry is not None else default_registry(tools, start_dir)
     main = load_file(str(path))
     context = context_files(start_dir, {os.path.realpath(path)})
-    diagnostics, project_registry, named = _check([main], registry, context)
+    # the hooks in force are checked with the chain: a hooks file with errors stops the run
+    hook_files = [f for f in context if f.chain.kind == "hooks"] + python_hook_files(registry)
+    others = [f for f in context if f.chain.kind != "hooks"]
+    diagnostics, project_registry, named = _check([main] + hook_files, registry, others)
     root = config.root if config is not None else start_dir
     loader = SubChains(registry, project_registry, named, context, root)
     from chainlang.compile import compile_chain
+    from chainlang.compile.hooks import compile_hooks
 
     failed = any(d.severity == "error" for d in diagnostics)
-    graph = None if failed else compile_chain(main.chain)
+    graph = None
+    hooks = [(h, main.chain) for h in main.chain.hooks] + [(h, f.chain) for f in hook_files for h in f.chain.hooks]
+    if not failed:
+        graph = dataclasses.replace(compile_chain(main.chain), hook_set=compile_hooks(hooks))
     data = main.source.text.encode("utf-8", "surrogatepass")
-    return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, {main.path: main.source},
-                    len(main.chain.hooks),
-                    hashlib.sha256(data).hexdigest())
+    sources = {main.path: main.source, **{f.path: f.source for f in hook_files}}
+    return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, sources,
+                    len(hooks), hashlib.sha256(data).hexdigest())
 
 
 def _not_a_chain_file(directory: str) -> str:
@@ -151,8 +159,10 @@ class SubChains:
             more = f" (and {len(errors) - 1} more; run chainlang check {loaded.path})" if len(errors) > 1 else ""
             raise ChainLoadError(f"{loaded.path}:{first.line}:{first.column}: {first.message}{more}")
         from chainlang.compile import compile_chain
+        from chainlang.compile.hooks import compile_hooks
 
-        graph = compile_chain(loaded.chain)
+        own = compile_hooks((h, loaded.chain) for h in loaded.chain.hooks)  # in force while it runs
+        graph = dataclasses.replace(compile_chain(loaded.chain), hook_set=own if own else None)
         self.graphs[key] = graph
         return graph
 

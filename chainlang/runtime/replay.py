@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from chainlang.journal.records import Decide, StepFinished, StepStarted
+from chainlang.journal.records import Decide, HookFinished, StepFinished, StepStarted
 from chainlang.runtime.outcomes import ResumeBlocked
 
 if TYPE_CHECKING:
@@ -27,6 +27,10 @@ class Replay:
     started: dict[str, StepStarted] = field(default_factory=dict)  # step path → its last start
     decisions: dict[str, list[Decide]] = field(default_factory=dict)  # step path → decisions, in order
     clock: dict[str, list[str]] = field(default_factory=dict)  # step path → clock readings
+    # hook firings by (step path or "" for an emitted event, hook key)
+    hooks_fired: set[tuple[str, str]] = field(default_factory=set)
+    hooks_finished: dict[tuple[str, str], HookFinished] = field(default_factory=dict)
+    hooks_ended: set[tuple[str, str]] = field(default_factory=set)  # finished or dropped: not run again
     rerun: frozenset[str] = frozenset()  # unfinished non-idempotent steps the user says to run again
     skip: frozenset[str] = frozenset()  # ... or to skip
 

@@ -113,7 +113,8 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
 
 def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
     """What resume needs of a verified transcript, as typed records."""
-    from chainlang.journal.records import Clock, Decide, StepFinished, StepStarted, decode
+    from chainlang.journal.records import (Clock, Decide, HookDropped, HookFinished, HookFired, StepFinished,
+                                           StepStarted, decode)
     from chainlang.runtime.replay import Replay
 
     replay = Replay(rerun=rerun, skip=skip)
@@ -128,10 +129,21 @@ def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[st
     for step, decisions in recorded.decisions.items():
         replay.decisions[step] = [d for d in map(decode, decisions) if isinstance(d, Decide)]
     for rec in recorded.records:
-        if rec["type"] == "clock":
+        kind = rec["type"]
+        if kind == "clock":
             clock = decode(rec)
             if isinstance(clock, Clock) and clock.step is not None:
                 replay.clock.setdefault(clock.step, []).append(clock.value)
+        elif kind in ("hook_fired", "hook_finished", "hook_dropped"):
+            hook = decode(rec)
+            key = (getattr(hook, "step", None) or "", str(getattr(hook, "hook", "")))
+            if isinstance(hook, HookFired):
+                replay.hooks_fired.add(key)
+            elif isinstance(hook, HookFinished):
+                replay.hooks_finished[key] = hook
+                replay.hooks_ended.add(key)
+            elif isinstance(hook, HookDropped):
+                replay.hooks_ended.add(key)
     return replay
 
 

@@ -22,6 +22,7 @@ from chainlang.runtime.prepare import Prepared, prepare
 from chainlang.runtime.secrets import Redactor
 
 if TYPE_CHECKING:
+    from chainlang.runtime.hooks import HookActions
     from chainlang.journal.lock import RunLock
     from chainlang.journal.records import Record
     from chainlang.diagnostics import Diagnostic
@@ -164,6 +165,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     from chainlang.runtime.state import RunState
     from chainlang.journal.jsonl import TranscriptWriter
     from chainlang.runtime.walk import ChainRun
+    from chainlang.runtime.hooks import HookActions
 
     made_here = decider is None  # then the run closes it (a model's pooled connections); a given one is the caller's
     if decider is None:
@@ -189,10 +191,6 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     def tell(text: str) -> None:
         shown(redactor.mask(text))
 
-    if prepared.hooks:
-        tell(f"note: {prepared.path} declares {prepared.hooks} hook(s); this version checks hooks "
-               "but does not run them yet")
-
     append = writer.append  # every value is JSON by construction (inputs and results are checked)
     record: Callable[["Record"], Any] = append
     if view is not None:
@@ -216,24 +214,27 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     start = time.perf_counter()
     status, error = "failed", None
     outputs: dict[str, Any] = {}
+    actions = state.actions = HookActions(state)
     try:
         started = decode({"type": "run_started", **header})
         assert isinstance(started, RunStarted)
         record(started)
         chain = ChainRun(state, graph, inputs)
         try:
-            status, outputs, error = await chain.execute()
+            status, outputs, error = await with_hook_actions(actions, chain.execute())
         except LimitExceeded as exc:
             status, error = "limit", {"type": "limit", "limit": exc.limit, "message": exc.message}
         except ResumeBlocked as exc:
             status, error = "interrupted", {"type": "unsafe_resume", "message": exc.message, "step": exc.path,
                                             "event": exc.event}
         except asyncio.CancelledError:
+            await actions.cancel_all()  # without an end recorded: a resume runs them again
             status, error = "interrupted", {"type": "interrupted", "message": "the run was interrupted; continue it "
                                             f"with: chainlang resume {where}"}
             record(RunFinished(status, outputs, error, ms_since(start)))
             raise
         except BaseException as exc:  # a bug, or KeyboardInterrupt outside the loop: still end the transcript
+            await actions.cancel_all()
             status, error = "failed", {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}
             record(RunFinished(status, outputs, error, ms_since(start)))
             redactor.scrub(exc)  # whoever prints it prints no secret
@@ -249,6 +250,33 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         outputs, error = redactor.redact(outputs), redactor.redact(error)
     return RunResult(run_id, status, outputs, error, where, round((time.perf_counter() - start) * 1000, 3),
                      secrets=redactor)
+
+
+async def with_hook_actions(actions: "HookActions", body: Any) -> Any:
+    """Run `body` (the chain, or an emit's firing) as a task beside the post-hook actions it
+    starts, and wait for those before returning what it returned. An action that must stop
+    the run (`on_error: fail`, a limit, an unsafe resume) cancels the body: its reason is
+    raised (a limit, a blocked resume) or becomes the failure returned."""
+    main = asyncio.ensure_future(body)
+    actions.main = main
+    try:
+        outcome = await main
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if actions.stop is None or (task is not None and task.cancelling()):
+            raise  # the run itself is interrupted
+        outcome = None
+    except BaseException:
+        await actions.cancel_all()
+        raise
+    await actions.drain()
+    stop = actions.stop
+    if stop is None:
+        return outcome
+    if isinstance(stop, BaseException):
+        raise stop
+    status, outputs = "failed", (outcome[1] if outcome is not None else {})
+    return status, outputs, stop
 
 
 def _stderr(text: str) -> None:

@@ -58,13 +58,26 @@ class Rec:
         return self.duration_ms
 
 
+class HookContext:
+    """What the references of a hook see besides its action's steps: the trigger's payload
+    (bare names) and `event` (name, params, result, payload)."""
+
+    __slots__ = ("payload", "event")
+
+    def __init__(self, payload: Any, event: dict[str, Any]) -> None:
+        self.payload = payload
+        self.event = event
+
+
 class Scope:
     """The records visible at one point of a run (see the module docstring)."""
 
-    __slots__ = ("parent", "binder", "inputs", "facts", "latest", "paths", "ids", "loop_name", "loop_value")
+    __slots__ = ("parent", "binder", "inputs", "facts", "latest", "paths", "ids", "loop_name", "loop_value", "hook")
 
     def __init__(self, binder: "Binder", inputs: dict[str, Any], facts: dict[str, Any],
-                 parent: "Scope | None" = None, loop_name: str | None = None, loop_value: Any = None) -> None:
+                 parent: "Scope | None" = None, loop_name: str | None = None, loop_value: Any = None,
+                 hook: "HookContext | None" = None) -> None:
+        self.hook = hook if hook is not None or parent is None else parent.hook
         self.parent = parent
         self.binder = binder
         self.inputs = inputs
@@ -180,12 +193,16 @@ def _accessor(binding: Binding, ref: Ref) -> Accessor:
         return lambda scope: walk_path(scope.facts, rest) if rest else scope.facts
     if kind == "loop":
         return lambda scope: walk_path(scope.find_loop(name), rest) if rest else scope.find_loop(name)
+    if kind == "payload":
+        return lambda scope: walk_path(scope.hook.payload, rest) if scope.hook is not None else None
+    if kind == "event":
+        return lambda scope: (None if scope.hook is None else walk_path(scope.hook.event, rest) if rest
+                              else scope.hook.event)
     start, end = ref.start, ref.end
 
     def unavailable(scope: Scope) -> Any:
         raise ExprEvalError("reference", f"{kind}.* references need the thread store, which this version does not "
-                            "implement yet" if kind == "thread" else f"{kind} references exist only in hooks, which "
-                            "this version does not run yet", start, end)
+                            "implement yet", start, end)
     return unavailable
 
 

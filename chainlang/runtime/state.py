@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from chainlang.compile import ExecutionGraph
+    from chainlang.compile.hooks import HookSet
+    from chainlang.runtime.hooks import HookActions
     from chainlang.journal.records import Record
     from chainlang.registry.registry import Registry
     from chainlang.runtime.events import EventRuntime
@@ -42,6 +44,19 @@ class RunState:
     steps_run: int = 0
     events: dict[str, "EventRuntime"] = field(default_factory=dict)
     binders: dict[int, "Binder"] = field(default_factory=dict)
+    hooks: "HookSet | None" = None  # the hooks of an emit (a run's are its chain's graph.hook_set)
+    actions: "HookActions | None" = None  # the post-hook actions running beside the chain
+    _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
+
+    def merged_hooks(self, outer: "HookSet | None", own: "HookSet") -> "HookSet":
+        """The hooks in force in a sub-chain: its caller's and its own (made once per pair)."""
+        if outer is None or not outer:
+            return own
+        key = (id(outer), id(own))
+        merged = self._merged.get(key)
+        if merged is None:
+            merged = self._merged[key] = outer.with_hooks(own)
+        return merged
 
 
 class StepClock:

@@ -22,7 +22,7 @@ from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
 from chainlang.journal.records import Decide, StepFinished, StepStarted
 from chainlang.runtime.events import EventRuntime, prepare_event
-from chainlang.runtime.interceptors import StepInfo
+from chainlang.runtime.interceptors import Refused, StepInfo
 from chainlang.runtime.calls import Watch, guarded
 from chainlang.runtime.invoke import abandoned_text, stops_the_process, tool_message
 from chainlang.runtime.outcomes import (
@@ -70,6 +70,11 @@ class StepPipeline:
             done = replay.finished.get(ipath)
             if done is not None and not replay.retries_left(ipath, done):
                 self.replayed(node, scope, ipath, done)
+                if done.status == "ok" and self.interceptors:  # post hooks decide again from what was recorded
+                    info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file)
+                    started = replay.started.get(ipath)
+                    for interceptor in self.interceptors:
+                        await interceptor.after(info, started.params if started else {}, done.result)
                 return
             if ipath in replay.skip and ipath in replay.started:
                 self.finish_unstarted(node, scope, ipath, replay.started[ipath].params, "skipped",
@@ -87,13 +92,15 @@ class StepPipeline:
         except ExprEvalError as exc:
             self.fail_early(node, scope, ipath, error_of("expression", f"params (line {node.line}): {exc.message}"))
         if info is not None:
-            for interceptor in self.interceptors:
-                changed = await interceptor.before(info, params)
-                if changed is None:
-                    self.finish_unstarted(node, scope, ipath, params, "cancelled", "an interceptor (a pre hook) "
-                                          "cancelled it")
-                    return
-                params = changed
+            try:
+                for interceptor in self.interceptors:
+                    params = await interceptor.before(info, params)
+            except Refused as refused:
+                if refused.status == "failed":
+                    self.fail_early(node, scope, ipath, refused.error, params)
+                self.finish_unstarted(node, scope, ipath, params, "cancelled", refused.error["message"],
+                                      error=refused.error)
+                return
         valid = await self.validate(node, rt, scope, ipath, params)
         if valid is None:
             return
@@ -278,11 +285,11 @@ class StepPipeline:
         raise StepFailed(ipath, node.event, error)
 
     def finish_unstarted(self, node: "GraphNode", scope: Scope, ipath: str, params: Any, status: str, why: str,
-                         broke: bool = False) -> None:
+                         broke: bool = False, error: dict[str, Any] | None = None) -> None:
         event = node.event or ""
         self.run.record(StepStarted(ipath, event, 1, params))
-        self.run.record(StepFinished(ipath, event, status, None, None, 0, 1, why, True if broke else None))
-        scope.record(node.path, node.event, node.id, Rec(status, None, None, params))
+        self.run.record(StepFinished(ipath, event, status, None, error, 0, 1, why, True if broke else None))
+        scope.record(node.path, node.event, node.id, Rec(status, None, error, params))
 
     # -- the decide model (§5)
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from chainlang.compile import ExecutionGraph, GraphNode
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
 from chainlang.journal.records import StepFinished, StepStarted
+from chainlang.runtime.hooks import HookDispatch
 from chainlang.runtime.interceptors import AllowList
 from chainlang.runtime.outcomes import (
     ChainBroken,
@@ -37,26 +38,39 @@ from chainlang.runtime.outcomes import (
     seconds,
     short,
 )
-from chainlang.runtime.scope import Binder, Rec, Scope
+from chainlang.runtime.scope import Binder, HookContext, Rec, Scope
 from chainlang.runtime.state import RunState
 from chainlang.runtime.step import StepPipeline
+
+if TYPE_CHECKING:
+    from chainlang.compile.hooks import HookSet
 
 
 class ChainRun:
     """One chain being run: the top-level chain, or a sub-chain at `depth` > 0."""
 
     def __init__(self, run: RunState, graph: ExecutionGraph, inputs: dict[str, Any], *, depth: int = 0,
-                 prefix: str = "", allow: tuple[tuple[str, ...], ...] = (), depth_limit: int | None = None) -> None:
+                 prefix: str = "", allow: tuple[tuple[str, ...], ...] = (), depth_limit: int | None = None,
+                 strip: str = "", hook: HookContext | None = None, hooks: "HookSet | None" = None,
+                 stack: tuple[str, ...] = ()) -> None:
         self.run = run
         self.graph = graph
         self.depth = depth
         self.prefix = prefix  # "4/" for the steps of a sub-chain called by step 4
-        self.allow = allow + ((graph.allow,) if graph.allow is not None else ())
+        self.strip = strip  # what the prefix replaces in the static paths ("hook:ID." for a hook's action)
+        self.allow = allow + ((graph.allow,) if graph.allow is not None and graph.allow not in allow else ())
         self.depth_limit = min(graph.max_depth, depth_limit) if depth_limit is not None else graph.max_depth
         self.default_parallel = graph.max_parallel
-        self.scope = Scope(run_binder(run, graph), inputs, run.facts)
-        # the allow lists in force are one more interceptor, ahead of the run's own
-        self.interceptors = ((AllowList(self.allow),) if self.allow else ()) + run.interceptors
+        self.scope = Scope(run_binder(run, graph), inputs, run.facts, hook=hook)
+        # the hooks in force (the run's, and a sub-chain's own), and the hooks whose actions this chain is inside
+        self.hooks = hooks if hooks is not None else run.hooks
+        if graph.hook_set:
+            self.hooks = run.merged_hooks(self.hooks, graph.hook_set)
+        self.stack = stack
+        # the allow lists in force are one more interceptor, ahead of the run's own; hooks fire through one
+        allowed = (AllowList(self.allow),) if self.allow else ()
+        fire = (HookDispatch(self),) if self.hooks else ()
+        self.interceptors = allowed + run.interceptors + fire
         self.event = StepPipeline(self)
 
     async def execute(self) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
@@ -67,14 +81,14 @@ class ChainRun:
             if self.graph.timeout is not None:
                 try:
                     async with asyncio.timeout(self.graph.timeout):
-                        await self.sequence(self.graph.nodes, self.scope, self.prefix, "")
+                        await self.sequence(self.graph.nodes, self.scope, self.prefix, self.strip)
                 except TimeoutError:
                     where = (f"chain {self.graph.name}" if self.graph.name
                              else "the run" if self.depth == 0 else f"sub-chain {self.graph.file}")
                     raise LimitExceeded("timeout", f"{where} took longer than its limit timeout "
                                                    f"({seconds(self.graph.timeout)})") from None
             else:
-                await self.sequence(self.graph.nodes, self.scope, self.prefix, "")
+                await self.sequence(self.graph.nodes, self.scope, self.prefix, self.strip)
         except StepFailed as exc:
             status, error = "failed", {**exc.error, "step": exc.path, **({"event": exc.event} if exc.event else {})}
         except ChainBroken as exc:

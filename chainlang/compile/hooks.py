@@ -1,0 +1,177 @@
+"""Checked hooks → compiled hooks, ordered once and indexed by trigger (LANGUAGE.md §6.1).
+
+A `CompiledHook` holds the compiled closures of its condition and `set` values, and its
+action as an `ExecutionGraph` (a sub-chain with the hook's own bindings). A `HookSet` is
+the hooks in force for a run or an emit, in firing order: `after` dependencies first,
+then higher priority, then the order of their sources (the chain's own hooks, the hooks
+files by path, Python registrations, stored hooks) and of each file. Dispatch asks
+`matching(phase, event)`: one dictionary lookup once the answer for that event is known,
+whatever the number of hooks that cannot match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any, Iterable
+
+from chainlang.model.bindings import ChainBindings
+from chainlang.compile.graph import Compiled, CompiledValue, ExecutionGraph, _condition, _node, _value
+
+if TYPE_CHECKING:
+    from chainlang.model.nodes import Chain, Hook
+
+_GLOB = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledHook:
+    key: str  # its name in step paths and records: the id, else FILE-N
+    phase: str  # "pre" or "post"
+    pattern: str  # the event name or glob it triggers on
+    trigger: str  # as written: post:email.*
+    file: str
+    line: int
+    rank: int  # position in the firing order of its set
+    condition: Compiled | None
+    condition_text: str | None
+    set: dict[str, CompiledValue]
+    cancel: bool
+    action: ExecutionGraph | None  # None: no action (set / cancel only)
+    strip: str  # the static prefix of the action's step paths ("hook:ID.")
+    mode: str
+    max: int | None
+    max_depth: int | None
+    on_error: str
+    bindings: ChainBindings  # what the references of its condition, set and action name
+
+    @property
+    def glob(self) -> bool:
+        return bool(_GLOB.intersection(self.pattern))
+
+
+_NONE: tuple[CompiledHook, ...] = ()
+
+
+@dataclass
+class HookSet:
+    """The hooks in force, in firing order, indexed by trigger."""
+
+    hooks: tuple[CompiledHook, ...] = ()
+    _exact: dict[tuple[str, str], tuple[CompiledHook, ...]] = field(default_factory=dict, repr=False)
+    _globs: dict[str, tuple[CompiledHook, ...]] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple[str, str], tuple[CompiledHook, ...]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        exact: dict[tuple[str, str], list[CompiledHook]] = {}
+        globs: dict[str, list[CompiledHook]] = {}
+        for hook in self.hooks:
+            if hook.glob:
+                globs.setdefault(hook.phase, []).append(hook)
+            else:
+                exact.setdefault((hook.phase, hook.pattern), []).append(hook)
+        self._exact = {k: tuple(v) for k, v in exact.items()}
+        self._globs = {k: tuple(v) for k, v in globs.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self.hooks)
+
+    def __len__(self) -> int:
+        return len(self.hooks)
+
+    def matching(self, phase: str, event: str) -> tuple[CompiledHook, ...]:
+        """The hooks whose trigger matches `phase:event`, in firing order (memoised per event)."""
+        key = (phase, event)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        exact = self._exact.get(key, _NONE)
+        globs = tuple(h for h in self._globs.get(phase, _NONE) if fnmatchcase(event, h.pattern))
+        found = tuple(sorted(exact + globs, key=lambda h: h.rank)) if globs else exact
+        if len(self._memo) < 65_536:  # bounded: event names come from chains and emits
+            self._memo[key] = found
+        return found
+
+    def touches(self, event: str) -> bool:
+        """Whether any hook triggers on `event` (before or after it)."""
+        return bool(self.matching("pre", event)) or bool(self.matching("post", event))
+
+    def with_hooks(self, more: "HookSet") -> "HookSet":
+        """This set and `more` (a sub-chain's own hooks) as one set, ordered again."""
+        if not more:
+            return self
+        if not self:
+            return more
+        mine = {id(h) for h in self.hooks}
+        return HookSet(_reorder(list(self.hooks) + [h for h in more.hooks if id(h) not in mine]))
+
+
+def compile_hooks(sources: Iterable[tuple["Hook", "Chain"]]) -> HookSet:
+    """Compile checked hooks (each with the file that defines it), given in source order.
+    Only hooks written to fire (`kind == "hook"`) with a trigger are compiled."""
+    entries = [(hook, chain) for hook, chain in sources if hook.kind == "hook" and hook.trigger is not None]
+    order = _order([hook for hook, _ in entries])
+    compiled = [_compile(hook, chain, rank) for rank, (hook, chain) in
+                sorted(((order[id(h)], (h, c)) for h, c in entries), key=lambda x: x[0])]
+    return HookSet(tuple(compiled))
+
+
+def _order(hooks: list["Hook"]) -> dict[int, int]:
+    """Firing order: a hook after every hook its `after` names; among those free to go,
+    higher priority first; ties in source order. (The checker reported cycles and unknown
+    names; an `after` naming nothing in force is ignored here.)"""
+    from graphlib import TopologicalSorter
+
+    position = {id(h): i for i, h in enumerate(hooks)}
+    by_id: dict[str, "Hook"] = {}
+    for hook in hooks:
+        if hook.id and hook.id not in by_id:
+            by_id[hook.id] = hook
+    sorter: TopologicalSorter[int] = TopologicalSorter()
+    for hook in hooks:
+        sorter.add(id(hook), *(id(by_id[name]) for name, _ in hook.after if name in by_id and by_id[name] is not hook))
+    sorter.prepare()
+    lookup = {id(h): h for h in hooks}
+    ranked: list[int] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=lambda k: (-lookup[k].priority, position[k]))
+        ranked.extend(ready)
+        sorter.done(*ready)
+    return {key: rank for rank, key in enumerate(ranked)}
+
+
+def _reorder(hooks: list[CompiledHook]) -> tuple[CompiledHook, ...]:
+    """Two compiled sets merged: each keeps its order; the sub-chain's own hooks go after."""
+    return tuple(CompiledHook(**{**_fields(h), "rank": i}) for i, h in enumerate(hooks))
+
+
+def _fields(hook: CompiledHook) -> dict[str, Any]:
+    return {name: getattr(hook, name) for name in CompiledHook.__slots__}  # type: ignore[attr-defined]
+
+
+def _compile(hook: "Hook", chain: "Chain", rank: int) -> CompiledHook:
+    assert hook.trigger is not None
+    if hook.bindings is None:
+        raise ValueError(f"{hook.file}: compile_hooks needs checked hooks (their references are bound by the checks)")
+    action = None
+    if hook.action:
+        limits = chain.limits
+        decide = hook.bindings.decide
+        action = ExecutionGraph(
+            file=chain.file, name=None, nodes=tuple(_node(step, decide) for step in hook.action), outputs={},
+            inputs={}, max_steps=limits.max_steps, max_depth=limits.max_depth, timeout=None,
+            max_parallel=limits.max_parallel,
+            allow=tuple(p for p, _ in chain.allow) if chain.allow is not None else None,
+            hooks=(), bindings=hook.bindings,
+        )
+    return CompiledHook(
+        key=hook.key, phase=hook.trigger.phase, pattern=hook.trigger.pattern,
+        trigger=f"{hook.trigger.phase}:{hook.trigger.pattern}", file=chain.file, line=hook.node.line, rank=rank,
+        condition=_condition(hook.condition), condition_text=hook.condition.text if hook.condition else None,
+        set={name: _value(value) for name, value in hook.set.items()}, cancel=hook.cancel, action=action,
+        strip=f"hook:{hook.id or hook.index + 1}.", mode=hook.mode, max=hook.max, max_depth=hook.max_depth,
+        on_error=hook.on_error, bindings=hook.bindings,
+    )
+
+
+__all__ = ["CompiledHook", "HookSet", "compile_hooks"]
