@@ -12,6 +12,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Diagnostic",
     "event",
+    "hook",
+    "emit",
+    "emit_async",
+    "EmitResult",
     "check_files",
     "check_text",
     "run",
@@ -26,12 +30,18 @@ if TYPE_CHECKING:
     from chainlang.pipeline import check_files, check_text
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.decorator import event
+    from chainlang.registry.hooks import hook
+    from chainlang.runtime.emit import EmitResult, emit, emit_async
     from chainlang.runtime.resume import resume, resume_async
     from chainlang.runtime.runner import RunResult, run, run_async
 
 _LAZY = {
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
     "event": ("chainlang.registry.decorator", "event"),
+    "hook": ("chainlang.registry.hooks", "hook"),
+    "emit": ("chainlang.runtime.emit", "emit"),
+    "emit_async": ("chainlang.runtime.emit", "emit_async"),
+    "EmitResult": ("chainlang.runtime.emit", "EmitResult"),
     "check_files": ("chainlang.pipeline", "check_files"),
     "check_text": ("chainlang.pipeline", "check_text"),
     "run": ("chainlang.runtime.runner", "run"),

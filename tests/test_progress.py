@@ -17,6 +17,8 @@ import pytest
 from chainlang.journal.records import (
     Clock,
     Decide,
+    HookDropped,
+    HookFinished,
     HookFired,
     Record,
     RunFinished,
@@ -40,7 +42,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 HOSTILE = "evil\x1b[2J\x1b]0;title\x07\rover\nwritten\u202egnp.exe\u2066x\u2069\u2028y\ud800z\x85"
 
 
-CLASSES = {cls.TYPE: cls for cls in (RunStarted, StepStarted, StepProgress, Decide, HookFired, StepFinished, RunFinished, Clock)}
+CLASSES = {cls.TYPE: cls for cls in (RunStarted, StepStarted, StepProgress, Decide, HookFired, HookFinished, HookDropped,
+                                     StepFinished, RunFinished, Clock)}
 
 
 class Seq:
@@ -72,7 +75,11 @@ def sample_run() -> list[Record]:
           error={"type": "TimeoutError", "message": "timed out after 5 s"}, duration_ms=5003.2, attempt=1),
         r("step_started", step="2", event="web.fetch", attempt=2, params={"url": "u"}, max_attempts=3),
         r("step_finished", step="2", event="web.fetch", status="ok", result={}, error=None, duration_ms=1234.5, attempt=2),
-        r("hook_fired", hook="on_error", step="2"),
+        r("hook_fired", hook="on_error", when="post", event="web.fetch", step="2"),
+        r("hook_finished", hook="on_error", status="failed", error={"type": "chain", "message": "no mailbox"},
+          duration_ms=2.0, step="2"),
+        r("hook_dropped", hook="audit", when="post", event="web.fetch", reason="single", message="still running",
+          step="2"),
         r("decide", step="3", event="email.send", action="skip", reason="condition `x` is false", source="embedded"),
         r("step_finished", step="3", event="email.send", status="skipped", result=None, error=None, duration_ms=0.1, attempt=1),
         r("step_started", step="2[0].1", event="tools.sleep", attempt=1, params={}),
@@ -91,6 +98,9 @@ SAMPLE_PLAIN = """\
 ✗ 2 web.fetch failed: timed out after 5 s
 ↻ 2 web.fetch retry 2/3
 ✓ 2 web.fetch 1.23 s
+↳ hook on_error at 2 fired on post:web.fetch
+✗ hook on_error at 2 failed: no mailbox
+- hook audit at 2 dropped (single: still running)
 ? 3 email.send decide: skip (condition `x` is false)
 - 3 email.send skipped
 ⊘ 2[0].1 tools.sleep cancelled
@@ -177,6 +187,7 @@ def test_odd_records_are_tolerated() -> None:
         color=False,
     )
     assert out.splitlines() == [
+        "↳ hook h fired on after:e",
         "•   finished",
         "• 3 ['x'] weird",
         "…   42",
@@ -262,6 +273,9 @@ def test_ascii_fallback() -> None:
         "x 2 web.fetch failed: timed out after 5 s",
         "~ 2 web.fetch retry 2/3",
         "+ 2 web.fetch 1.23 s",
+        "^ hook on_error at 2 fired on post:web.fetch",
+        "x hook on_error at 2 failed: no mailbox",
+        "- hook audit at 2 dropped (single: still running)",
         "? 3 email.send decide: skip (condition `x` is false)",
         "- 3 email.send skipped",
         "/ 2[0].1 tools.sleep cancelled",

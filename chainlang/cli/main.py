@@ -205,6 +205,38 @@ def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[
 
 
 @main.command()
+@click.argument("name")
+@click.option("--data", "data", default="{}", show_default=True, metavar="JSON",
+              help="The event's payload, a JSON object; it must match the payload declared for the event.")
+@click.option("--id", "key", default=None, metavar="KEY",
+              help="An idempotency key: the same KEY emitted again in this project fires nothing.")
+@_JSON
+@click.option("--transcript", type=click.Path(), default=None,
+              help="Where to write the JSONL transcript (default: .chainlang/runs/RUN_ID.jsonl in the project).")
+@click.option("--now", default=None, metavar="ISO-8601", help="Pin the clock the hooks' actions read.")
+@_tools_option
+@_PROGRESS
+@_COLOR
+def emit(name: str, data: str, key: str | None, as_json: bool, transcript: str | None, now: str | None,
+         tools: tuple[str, ...], progress: str, color: bool | None) -> None:
+    """Fire an external event: the matching post: hooks of the project run.
+
+    Run it in the project's directory. The data is checked against the payload declared for
+    NAME (events: in a hooks file); every hook on post:NAME whose condition holds runs its
+    action, recorded in one transcript. Exit code: 0 every action ended ok (or none fired,
+    or the --id was processed before), 1 invalid data or hooks, or an action failed,
+    2 usage error, 3 a limit stopped an action.
+    """
+
+    def body() -> int:
+        from chainlang.cli.run import emit_command
+
+        return emit_command(name, data, key, as_json, transcript, now, tools, progress, color)
+
+    _guarded(body)
+
+
+@main.command()
 def schema() -> None:
     """Print the JSON Schema (draft-07) of chain files, for editors."""
 

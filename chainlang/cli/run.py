@@ -89,6 +89,7 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
         return await start(announce)
 
     from chainlang.runtime.calls import run_loop
+    from chainlang.runtime.emit import EmitResult
 
     try:
         result = run_loop(main())
@@ -96,6 +97,8 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
         if where:
             _err(f"interrupted; continue with: chainlang resume {_shown(where[0])}")
         return _leave(130)
+    if isinstance(result, EmitResult):
+        return _leave(report_emit(result, as_json, color))
     if result.status == "invalid":
         _err(result.secrets.mask(_diagnostics_text(result, color)))
         _err("the chain has errors: it was not started")
@@ -114,6 +117,81 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
     elif quiet and not result.ok and result.error:
         _err(f"run {result.status}: {_why(result.error)}")
     return _leave(int(result.exit_code))
+
+
+def emit_command(name: str, data_text: str, key: str | None, as_json: bool, transcript: str | None,
+                 now: str | None, tools: Sequence[str], progress: str, color: bool | None) -> int:
+    from chainlang.runtime.emit import emit_async
+    from chainlang.runtime.runner import parse_now
+
+    try:
+        data = json.loads(data_text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise UsageError(f"--data: not JSON ({exc}); give the payload as a JSON object, e.g. "
+                         "--data '{\"sender\": \"Sarah\", \"subject\": \"budget\"}'") from None
+    pinned = parse_now(now)
+    view = _progress(progress, color)
+
+    def start(announce: Callable[[Path], None]) -> Awaitable[Any]:
+        return emit_async(name, data, id=key, now=pinned, transcript=transcript, tools=tools, progress=view)
+
+    return _drive(start, as_json, color, progress == "quiet")
+
+
+def report_emit(result: Any, as_json: bool, color: bool | None) -> int:
+    """What `chainlang emit` prints: the hooks that fired and how they ended (stdout), or
+    why nothing ran (stderr)."""
+    if as_json:
+        body = {"run_id": result.run_id, "event": result.event, "status": result.status, "fired": result.fired,
+                "error": result.error, "transcript": str(result.transcript) if result.transcript else None}
+        if result.errors:
+            body["errors"] = result.errors
+        if result.previous:
+            body["previous"] = result.previous
+        _out(lambda as_ascii: json.dumps(body, ensure_ascii=as_ascii) + "\n")
+    if result.status == "invalid":
+        if result.errors:
+            _err(f"{result.event}: the data does not match the payload declared for it:")
+            for problem in result.errors[:20]:
+                _err(f"  - {problem}")
+        else:
+            _err(_diagnostics_text(result, color))
+            _err("the project's hooks have errors: nothing was fired")
+        return 1
+    if result.status == "duplicate":
+        prev = result.previous or {}
+        _err(f"already processed: this --id was emitted before as run {prev.get('run_id')} "
+             f"({prev.get('status')}); nothing fired again")
+        return 0
+    if not as_json:
+        if not result.fired:
+            _out(lambda _a: f"emit {result.event}: no hook fired\n")
+        else:
+            shown = len(result.fired)
+            _out(lambda _a: f"emit {result.event}: {shown} hook{'s' if shown != 1 else ''} fired\n")
+            for item in result.fired:
+                _out(lambda as_ascii, item=item: _firing_line(item, as_ascii) + "\n")
+    sys.stdout.flush()
+    if result.error and result.status != "failed":
+        _err(f"emit {result.status}: {_why(result.error)}")
+    return int(result.exit_code)
+
+
+def _firing_line(item: dict[str, Any], as_ascii: bool) -> str:
+    from chainlang.diagnostics import visible
+
+    status = item.get("status")
+    mark = {"ok": "✓", "failed": "✗", "dropped": "-", "cancelled": "⊘"}.get(str(status), "?")
+    if as_ascii:
+        mark = {"ok": "ok", "failed": "x", "dropped": "-", "cancelled": "c"}.get(str(status), "?")
+    text = f"  {mark} {item.get('hook')} {status}"
+    if status == "dropped":
+        text += f" ({item.get('reason')}: {item.get('message')})"
+    elif item.get("error"):
+        text += f": {item['error'].get('message', '')}"
+    elif item.get("duration_ms") is not None:
+        text += f" in {item['duration_ms']:g} ms"
+    return visible(_ascii(text) if as_ascii else text)
 
 
 def _leave(code: int) -> int:

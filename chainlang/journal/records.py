@@ -63,6 +63,9 @@ class RunStarted:
     started_at: str
     tools: list[str]
     resumed: bool
+    # an emit (§6.1): {"event", "data", "id"?}; `file` is then the project directory and
+    # `file_sha256` the digest of the hooks in force
+    emit: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -201,7 +204,7 @@ def _members(cls: Any, *spec: tuple[str, Any, bool, bool]) -> None:
 
 _members(RunStarted, ("chain", _STR, True, True), ("file", _STR, True, False), ("file_sha256", _STR, True, False),
          ("inputs", _OBJ, True, False), ("now", _STR, True, True), ("started_at", _STR, True, False),
-         ("tools", _LIST, True, False), ("resumed", _BOOL, True, False))
+         ("tools", _LIST, True, False), ("resumed", _BOOL, True, False), ("emit", _OBJ, False, False))
 _members(StepStarted, ("step", _STR, True, False), ("event", _STR, True, False), ("attempt", _INT, True, False),
          ("max_attempts", _INT, False, False), ("params", _ANY, True, True))
 _members(StepProgress, ("step", _STR, True, False), ("event", _STR, True, False), ("message", _STR, True, False),

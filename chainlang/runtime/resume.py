@@ -41,8 +41,10 @@ async def resume_async(
         raise UsageError(_not_a_transcript(os.fspath(transcript)))
     if not where.is_file():
         raise UsageError(f"{where}: no such transcript")
-    file = _recorded_chain_file(where)
-    if not Path(file).is_file():
+    file, emitted = _recorded_start(where)
+    if emitted and not Path(file).is_dir():
+        raise UsageError(f"cannot resume: {where}: the project it was emitted in, {file}, does not exist (any more)")
+    if not emitted and not Path(file).is_file():
         raise UsageError(f"cannot resume: {where}: the chain file it ran, {file}, does not exist (any more)")
     lock = _take(where, create=False)
     try:
@@ -59,8 +61,8 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     from chainlang.journal.records import RecordError
     from chainlang.journal.jsonl import TranscriptError, read_transcript
 
-    file = _recorded_chain_file(where)
-    config_dir = Path(file).parent
+    file, emitted = _recorded_start(where)
+    config_dir = Path(file) if emitted else Path(file).parent
     if lock.found is None:
         raise UsageError(f"cannot resume: {where}.head is damaged, so records removed from the end of the transcript "
                          "could not be found; the transcript cannot be trusted")
@@ -70,7 +72,12 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
         raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
         raise UsageError(f"cannot resume: {exc}") from None
-    header = {k: v for k, v in recorded.started.items() if k not in ("type", "run_id", "seq", "ts")}
+    header = {k: v for k, v in recorded.started.items() if k not in ("type", "run_id", "seq", "ts", "mac")}
+    if emitted:
+        from chainlang.runtime.emit import resume_emit
+
+        return await resume_emit(where, lock, recorded, header, list(tools or ()), frozenset(rerun), frozenset(skip),
+                                 registry, progress, notify, decider)
     if recorded.finished is not None and recorded.finished.get("status") != "interrupted":
         done = recorded.finished
         return RunResult(recorded.run_id, str(done.get("status")), dict(done.get("outputs") or {}), done.get("error"),
@@ -147,9 +154,10 @@ def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[st
     return replay
 
 
-def _recorded_chain_file(where: Path) -> str:
-    """The chain file named by the first record (not trusted yet: it only says which
-    project's key verifies the transcript)."""
+def _recorded_start(where: Path) -> tuple[str, bool]:
+    """The chain file (or, for an emit, the project directory) named by the first record,
+    and whether it records an emit (not trusted yet: it only says which project's key
+    verifies the transcript)."""
     import json
 
     try:
@@ -163,7 +171,7 @@ def _recorded_chain_file(where: Path) -> str:
     file = record.get("file") if isinstance(record, dict) and record.get("type") == "run_started" else None
     if not isinstance(file, str) or not file:
         raise UsageError(f"cannot resume: {where}:1: the run_started record names no chain file")
-    return file
+    return file, isinstance(record.get("emit"), dict)
 
 
 def _project_root(start: Path) -> Path:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from chainlang.diagnostics import visible
 
 if TYPE_CHECKING:
-    from chainlang.journal.records import Decide, RunFinished, RunStarted, StepFinished, StepProgress, StepStarted
+    from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, RunFinished, RunStarted,
+                                           StepFinished, StepProgress, StepStarted)
     from chainlang.runtime.secrets import Redactor
 
 MAX_TEXT = 200  # characters of one message, reason or error on a line
@@ -40,6 +41,7 @@ _UNICODE_SYMBOLS = {
     "progress": "…",
     "decide": "?",
     "run": "▶",
+    "hook": "↳",
     "ellipsis": "…",
     "sep": " · ",
 }
@@ -53,6 +55,7 @@ _ASCII_SYMBOLS = {
     "progress": "...",
     "decide": "?",
     "run": ">",
+    "hook": "^",
     "ellipsis": "...",
     "sep": " - ",
 }
@@ -155,6 +158,7 @@ class _Formatter:
         self._ok_symbol = self.symbols["ok"]
         self._names: dict[str, str] = {}  # event name -> its clean() text, for ok_line
         self._names_secrets = 0  # how many secrets the run had when _names was filled
+        self.kind = "run"  # or "emit": what the run_started record began
 
     def clean(self, value: object, limit: int = MAX_TEXT) -> str:
         """`value` as one visible line of at most `limit` characters that the stream can
@@ -187,9 +191,17 @@ class _Formatter:
 
     def run_started(self, rec: RunStarted) -> Line:
         chain, file = rec.chain, _relative(rec.file)
-        what = "resume" if rec.resumed is True else "run"
+        emitted = rec.emit
+        self.kind = "emit" if isinstance(emitted, dict) else "run"
+        what = f"resume {self.kind}" if rec.resumed is True and emitted else "resume" if rec.resumed is True else self.kind
         line: Line = [(self.symbols["run"], "bold"), (" ", ""), (what, "bold")]
-        if chain:
+        if isinstance(emitted, dict):
+            line.append((" " + self.clean(emitted.get("event"), _MAX_NAME), "bold"))
+            if isinstance(emitted.get("id"), str):
+                line.append((f" --id {self.clean(emitted['id'], _MAX_NAME)}", "dim"))
+            if file:
+                line.append((f" (in {self.clean(file)})", "dim"))
+        elif chain:
             line.append((" " + self.clean(chain, _MAX_NAME), "bold"))
             if file:
                 line.append((f" ({self.clean(file)})", "dim"))
@@ -260,6 +272,30 @@ class _Formatter:
         reason = self.clean(rec.reason)  # why a step was skipped, when the engine says
         return [(symbol, style), (f" {step} {event} ", ""), (self.clean(status, _MAX_NAME), style), (f" ({reason})" if reason else "", "dim")]
 
+    def _hook(self, rec: HookFired | HookFinished | HookDropped) -> str:
+        """`hook KEY` and, for a firing around a step, `at STEP`."""
+        key = self.clean(rec.hook, _MAX_NAME)
+        step = rec.step
+        return f" hook {key} at {self.clean(step, _MAX_NAME)}" if step else f" hook {key}"
+
+    def hook_fired(self, rec: HookFired) -> Line:
+        return [(self.symbols["hook"], "dim"), (self._hook(rec), ""),
+                (f" fired on {self.clean(rec.when, _MAX_NAME)}:{self.clean(rec.event, _MAX_NAME)}", "dim")]
+
+    def hook_finished(self, rec: HookFinished) -> Line:
+        status = self.clean(rec.status, _MAX_NAME)
+        if status == "ok":
+            tail = _duration(rec.duration_ms)
+            return [(self.symbols["ok"], "ok"), (self._hook(rec), ""), (f" ok {tail}" if tail else " ok", "dim")]
+        message = self._error(rec.error)
+        symbol = self.symbols["failed"] if status == "failed" else self.symbols.get(status, self.symbols["other"])
+        style = "fail" if status == "failed" else "warn"
+        return [(symbol, style), (self._hook(rec) + " ", ""), (status, style), (f": {message}" if message else "", "")]
+
+    def hook_dropped(self, rec: HookDropped) -> Line:
+        return [(self.symbols["skipped"], "dim"), (self._hook(rec) + " ", ""),
+                (f"dropped ({self.clean(rec.reason, _MAX_NAME)}: {self.clean(rec.message)})", "dim")]
+
     def run_finished(self, rec: RunFinished) -> Line:
         status = self.clean(rec.status or "finished", _MAX_NAME)
         took = _duration(rec.duration_ms)
@@ -267,7 +303,7 @@ class _Formatter:
         # command after the view closes: here it would be cut, and said twice
         error = rec.error if status != "interrupted" else None
         message = self._error(error) if error else ""
-        line: Line = [(f"run {status}", _RUN_STYLE.get(status, "warn"))]
+        line: Line = [(f"{self.kind} {status}", _RUN_STYLE.get(status, "warn"))]
         if message:
             line.append((f": {message}", ""))
             if took:

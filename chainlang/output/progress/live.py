@@ -10,7 +10,8 @@ import time
 from itertools import islice
 from typing import TYPE_CHECKING, TextIO
 
-from chainlang.journal.records import Decide, RunFinished, RunStarted, StepFinished, StepProgress, StepStarted
+from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, RunFinished, RunStarted,
+                                       StepFinished, StepProgress, StepStarted)
 from chainlang.output.progress.format import (
     _MAX_NAME,
     _MAX_NOTE,
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from chainlang.runtime.secrets import Redactor
 
 # the record types this view shows something of
-_SHOWN = frozenset({StepProgress, StepStarted, StepFinished, Decide, RunStarted, RunFinished})
+_SHOWN = frozenset({StepProgress, StepStarted, StepFinished, Decide, RunStarted, RunFinished, HookFired, HookFinished,
+                    HookDropped})
 
 
 class _Running:
@@ -161,6 +163,16 @@ class RichProgress:
             elif type(rec) is Decide:
                 if self._room("decide"):
                     self._pending.append(("decide", fmt.decide(rec)))
+            elif type(rec) is HookFired:
+                if self._room("hook"):
+                    self._pending.append(("hook", fmt.hook_fired(rec)))
+            elif type(rec) is HookFinished:
+                failed = rec.status == "failed"
+                if self._room("failed" if failed else "hook"):
+                    self._pending.append(("failed" if failed else "hook", fmt.hook_finished(rec)))
+            elif type(rec) is HookDropped:
+                if self._room("hook"):
+                    self._pending.append(("hook", fmt.hook_dropped(rec)))
             elif type(rec) is RunStarted:
                 self._counts.clear()
                 self._running.clear()

@@ -12,7 +12,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from chainlang.journal.records import Decide, RunFinished, RunStarted, StepFinished, StepProgress, StepStarted
+from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, RunFinished, RunStarted,
+                                       StepFinished, StepProgress, StepStarted)
 from chainlang.output.progress.format import _ANSI, _ANSI_RESET, _MAX_NOTE, Line, _Formatter, _fraction, _isatty
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class PlainProgress:
         self._timer_loop: object = None  # the event loop whose timer will write the pending lines
         self._shown: dict[object, tuple[object, int]] = {}  # step -> (message, 10 % bucket) last shown
         self._dead = False
-        # record type -> handler; the other types (clock, hook_fired) and anything else show nothing
+        # record type -> handler; the other types (clock) and anything else show nothing
         self._handlers: dict[type, Callable[[Any], None]] = {
             StepFinished: self._finished,
             StepProgress: self._progress,
@@ -64,6 +65,9 @@ class PlainProgress:
             Decide: self._decide,
             RunStarted: self._run_started,
             RunFinished: self._run_finished,
+            HookFired: lambda rec: self._emit(self._fmt.hook_fired(rec)),
+            HookFinished: lambda rec: self._emit(self._fmt.hook_finished(rec), flush=rec.status == "failed"),
+            HookDropped: lambda rec: self._emit(self._fmt.hook_dropped(rec)),
         }
         if not self._tty:
             _UNCLOSED.add(self)

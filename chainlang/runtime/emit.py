@@ -1,0 +1,372 @@
+"""`chainlang emit NAME --data JSON [--id KEY]` and `chainlang.emit(...)` (LANGUAGE.md §6.1):
+an event from outside fires the matching `post:` hooks of the project.
+
+The hooks in force are the project's hooks files and the hooks registered in Python
+(checked first: a hooks file with errors stops the emit with its diagnostics). The data
+is validated against the event's declared payload. Each emit writes one transcript
+(`run_started` carries the event and its data), and ends when every action it started
+has ended. With `--id`, the key is claimed in the project's store before anything runs:
+the same key emitted again runs nothing (it reports the earlier emit), or, when that
+earlier emit was interrupted, continues it from its transcript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from chainlang.pipeline import UsageError
+
+if TYPE_CHECKING:
+    from chainlang.compile.hooks import HookSet
+    from chainlang.diagnostics import Diagnostic
+    from chainlang.journal.lock import RunLock
+    from chainlang.journal.records import Record
+    from chainlang.output.progress import ProgressView
+    from chainlang.registry.registry import Registry
+    from chainlang.runtime.replay import Replay
+    from chainlang.runtime.secrets import Redactor
+
+#: exit codes of `chainlang emit`: every action ended ok (or nothing fired, or a duplicate) → 0
+EXIT_CODES = {"ok": 0, "duplicate": 0, "failed": 1, "invalid": 1, "interrupted": 1, "limit": 3}
+
+
+@dataclass
+class EmitResult:
+    """How an emit ended. `status`: ok (every action ended ok, or no hook fired), failed,
+    limit, interrupted (resumable), invalid (the data or a hooks file has errors: nothing
+    ran; see `errors` / `diagnostics`) or duplicate (`--id` was processed before: see
+    `previous`). `fired` lists each hook that fired or was dropped, with how it ended."""
+
+    run_id: str | None
+    event: str
+    status: str
+    fired: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    transcript: Path | None = None
+    duration_ms: float = 0.0
+    errors: list[str] = field(default_factory=list)  # why the data does not match the payload schema
+    diagnostics: list["Diagnostic"] = field(default_factory=list)
+    sources: dict[str, Any] = field(default_factory=dict, repr=False)
+    previous: dict[str, Any] | None = None  # a duplicate: the earlier emit (run_id, status, transcript)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("ok", "duplicate")
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+
+@dataclass
+class Project:
+    """The hooks in force in a project, checked and compiled, with what firing them needs."""
+
+    root: Path
+    registry: "Registry"
+    config: Any
+    hooks: "HookSet | None"  # None: the hooks have errors (see diagnostics)
+    digest: str  # sha256 of the hooks in force: a resume refuses hooks that changed
+    diagnostics: list["Diagnostic"]
+    sources: dict[str, Any]
+    loader: Any
+
+
+def load_project(start: Path, tools: Sequence[str] = (), registry: "Registry | None" = None) -> Project:
+    """The project's hooks in force (hooks files and Python registrations), checked."""
+    from chainlang.compile.hooks import compile_hooks
+    from chainlang.config.project import find_project_config
+    from chainlang.pipeline import check_project, context_files, default_registry, python_hook_files
+    from chainlang.registry.errors import RegistryError
+    from chainlang.runtime.prepare import SubChains
+
+    try:
+        config = find_project_config(start)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    root = Path(config.root) if config is not None else start
+    registry = registry if registry is not None else default_registry(tools, start)
+    context = context_files(start, set())
+    hook_files = [f for f in context if f.chain.kind == "hooks"] + python_hook_files(registry)
+    others = [f for f in context if f.chain.kind != "hooks"]
+    diagnostics, project, project_registry = check_project(hook_files, registry, others)
+    digest = hashlib.sha256()
+    for f in hook_files:
+        digest.update(f.path.encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(f.source.text.encode("utf-8", "surrogatepass") + b"\0")
+    failed = any(d.severity == "error" for d in diagnostics)
+    hooks = None if failed else compile_hooks((h, f.chain) for f in hook_files for h in f.chain.hooks)
+    by_chain = {id(f.chain): f for f in context}
+    named = {name: by_chain[id(chain)] for name, chain in project.named.items() if id(chain) in by_chain}
+    loader = SubChains(registry, project_registry, named, context, root)
+    return Project(root, project_registry, config, hooks, digest.hexdigest(), diagnostics,
+                   {f.path: f.source for f in hook_files}, loader)
+
+
+def check_payload(project: Project, name: str, data: Any) -> list[str]:
+    """Why `data` is not a valid payload of external event `name` (empty: it is). Raises
+    UsageError when `name` is not an external event of the project."""
+    from chainlang.runtime.events import schema_checker
+
+    spec = project.registry.get(name)
+    if spec is None:
+        guess = project.registry.suggest(name)
+        hint = f"did you mean {guess}?" if guess else "declare it under events: in a hooks file of the project"
+        raise UsageError(f"{name}: not an event of this project ({project.root}); {hint}")
+    if spec.kind != "external":
+        raise UsageError(f"{name} is a {spec.kind}, not an external event: emit fires events that come from outside "
+                         f"(declared under events:); run a chain to call {name}")
+    if not isinstance(data, dict):
+        return [f"the data must be a JSON object (the payload of {name}), not {type(data).__name__}"]
+    return schema_checker(spec.params_schema)(data)
+
+
+async def emit_async(
+    name: str,
+    data: Any,
+    *,
+    id: str | None = None,
+    project: str | os.PathLike[str] | None = None,
+    tools: Sequence[str] = (),
+    registry: "Registry | None" = None,
+    now: datetime | str | None = None,
+    transcript: str | os.PathLike[str] | None = None,
+    progress: "ProgressView | None" = None,
+    notify: Callable[[str], None] | None = None,
+    decider: Any = None,
+) -> EmitResult:
+    """Fire external event `name` with `data` in the project at `project` (default: the
+    working directory, or the directory of the chainlang.toml above it). Raises UsageError
+    for an unknown event, bad options or an unusable store; a failing action is a status."""
+    from chainlang.runtime.runner import _project_key, _take, new_run_id, parse_now, run_secrets
+
+    start = Path(project) if project is not None else Path.cwd()
+    if not start.is_dir():
+        raise UsageError(f"{start}: not a directory (the project to emit in)")
+    loaded = load_project(start, tools, registry)
+    if loaded.hooks is None:
+        return EmitResult(None, name, "invalid", diagnostics=loaded.diagnostics, sources=loaded.sources)
+    problems = check_payload(loaded, name, data)
+    if problems:
+        return EmitResult(None, name, "invalid", errors=problems, diagnostics=loaded.diagnostics)
+    pinned = parse_now(now) if isinstance(now, str) else now
+    run_id = new_run_id()
+    where = Path(transcript) if transcript is not None else loaded.root / ".chainlang" / "runs" / f"{run_id}.jsonl"
+    if where.exists() and where.stat().st_size > 0:
+        raise UsageError(f"{where}: the transcript exists already; give a new path")
+    if id is not None:
+        claim = _claim(loaded.root, id, name, run_id, where)
+        if not claim.new:  # (a resumed emit records its end in the store itself)
+            return await _again(claim, name, tools, registry, progress, notify, decider)
+    header = {"chain": None, "file": str(loaded.root.resolve()), "file_sha256": loaded.digest, "inputs": {},
+              "now": pinned.isoformat() if pinned else None,
+              "started_at": (pinned or datetime.now().astimezone()).isoformat(), "tools": list(tools),
+              "resumed": False, "emit": {"event": name, "data": data, **({"id": id} if id is not None else {})}}
+    key = _project_key(loaded.root, create=True)
+    lock = _take(where)
+    try:
+        result = await fire(loaded, run_id, where, header, pinned, None, progress, notify, decider, key, lock,
+                            run_secrets(loaded.config))
+    finally:
+        lock.release()
+    if id is not None:
+        _finish(loaded.root, id, result.status)
+    return result
+
+
+async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any], pinned: datetime | None,
+               replay: "Replay | None", progress: "ProgressView | None", notify: Callable[[str], None] | None,
+               decider: Any, key: bytes, lock: "RunLock", redactor: "Redactor") -> EmitResult:
+    """Write the transcript of one emit while its hooks fire; wait for their actions."""
+    import asyncio
+
+    from chainlang.compile import ExecutionGraph
+    from chainlang.journal.jsonl import TranscriptWriter
+    from chainlang.journal.records import HookDropped, HookFinished, HookFired, RunFinished, RunStarted, decode
+    from chainlang.model.bindings import ChainBindings
+    from chainlang.runtime.context import FixedClock, SystemClock
+    from chainlang.runtime.decide import close_decider, decider_from_config
+    from chainlang.runtime.hooks import HookActions, fire_post
+    from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, ms_since
+    from chainlang.runtime.runner import _stderr, with_hook_actions
+    from chainlang.runtime.state import RunState
+    from chainlang.runtime.walk import ChainRun
+    from chainlang.registry.errors import ConfigError
+
+    emitted = header["emit"]
+    name, data = str(emitted["event"]), emitted["data"]
+    made_here = decider is None
+    if decider is None:
+        try:
+            decider = decider_from_config(project.config)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
+    view = progress
+    if view is not None and hasattr(view, "use_secrets"):
+        view.use_secrets(redactor)
+    shown = notify or (view.note if view is not None else _stderr)
+    fired: dict[str, dict[str, Any]] = {}  # top-level firings (of the emitted event), by hook key
+
+    def record(rec: "Record") -> None:
+        writer.append(rec)
+        if view is not None:
+            view.record(rec)
+        if getattr(rec, "step", "x") is None:  # a firing of the emitted event itself
+            if isinstance(rec, HookFired):
+                fired[rec.hook] = {"hook": rec.hook, "status": "running"}
+            elif isinstance(rec, HookFinished):
+                fired[rec.hook] = {"hook": rec.hook, "status": rec.status, "error": rec.error,
+                                   "duration_ms": rec.duration_ms}
+            elif isinstance(rec, HookDropped):
+                fired[rec.hook] = {"hook": rec.hook, "status": "dropped", "reason": rec.reason,
+                                   "message": rec.message}
+
+    limits = ExecutionGraph(file=str(project.root), name=None, nodes=(), outputs={}, inputs={}, max_steps=1000,
+                            max_depth=8, timeout=None, max_parallel=16, allow=None, hooks=(),
+                            bindings=ChainBindings())
+    state = RunState(run_id=run_id, registry=project.registry, record=record, commit=writer.commit, decider=decider,
+                     clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=project.root / ".chainlang" / "state",
+                     facts={"id": run_id, "chain": None, "started_at": header["started_at"]}, max_steps=1000,
+                     replay=replay, notify=lambda text: shown(redactor.mask(text)), load_chain=project.loader,
+                     hooks=project.hooks)
+    actions = state.actions = HookActions(state)
+    start = time.perf_counter()
+    status, error = "failed", None
+    try:
+        started = decode({"type": "run_started", **header})
+        assert isinstance(started, RunStarted)
+        record(started)
+        top = ChainRun(state, limits, {})
+        hooks = project.hooks.matching("post", name) if project.hooks is not None else ()
+
+        async def body() -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+            fire_post(top, hooks, name, None, None, None, payload=data, external=True)
+            return "ok", {}, None
+
+        try:
+            status, _, error = await with_hook_actions(actions, body())
+            if status == "ok" and actions.failed:
+                status = "failed"
+                error = {"type": "hook", "message": f"{len(actions.failed)} hook action(s) failed: "
+                                                    + ", ".join(dict.fromkeys(actions.failed))}
+        except LimitExceeded as exc:
+            status, error = "limit", {"type": "limit", "limit": exc.limit, "message": exc.message}
+        except ResumeBlocked as exc:
+            status, error = "interrupted", {"type": "unsafe_resume", "message": exc.message, "step": exc.path,
+                                            "event": exc.event}
+        except asyncio.CancelledError:
+            await actions.cancel_all()
+            status, error = "interrupted", {"type": "interrupted",
+                                            "message": f"the emit was interrupted; continue it with: chainlang resume {where}"}
+            record(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
+            raise
+        record(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
+    finally:
+        writer.close()
+        if view is not None:
+            view.close()
+        if made_here:
+            await close_decider(decider)
+    return EmitResult(run_id, name, status, redactor.redact(list(fired.values())), redactor.redact(error), where,
+                      round((time.perf_counter() - start) * 1000, 3))
+
+
+async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[str, Any], tools: list[str],
+                      rerun: frozenset[str], skip: frozenset[str], registry: "Registry | None",
+                      progress: "ProgressView | None", notify: Callable[[str], None] | None,
+                      decider: Any) -> EmitResult:
+    """Continue an interrupted emit from its (verified) transcript: firings that finished or
+    were dropped are not run again; one that fired and did not finish runs again, its
+    finished steps taken from the transcript."""
+    from chainlang.journal.records import RecordError
+    from chainlang.runtime.resume import _replay_of
+    from chainlang.runtime.runner import _project_key, parse_now, run_secrets
+
+    emitted = header.get("emit") or {}
+    name = str(emitted.get("event", ""))
+    if recorded.finished is not None and recorded.finished.get("status") != "interrupted":
+        done = recorded.finished
+        return EmitResult(recorded.run_id, name, str(done.get("status")), list((done.get("outputs") or {}).get("fired") or []),
+                          done.get("error"), where, float(done.get("duration_ms") or 0))
+    loaded = load_project(Path(str(header.get("file"))), tools, registry)
+    if loaded.hooks is None:
+        return EmitResult(recorded.run_id, name, "invalid", diagnostics=loaded.diagnostics, sources=loaded.sources,
+                          transcript=where)
+    if header.get("file_sha256") != loaded.digest:
+        raise UsageError(f"cannot resume: the hooks of {loaded.root} changed since the event was emitted; resuming "
+                         "would mix two versions of them (emit the event again instead)")
+    try:
+        replay = _replay_of(recorded, rerun, skip)
+    except RecordError as exc:
+        raise UsageError(f"cannot resume: {where}: {exc}") from None
+    unknown = [s for s in list(rerun) + list(skip) if s not in replay.started or s in replay.finished]
+    if unknown:
+        raise UsageError(f"--rerun/--skip {unknown[0]}: not a step that started and did not finish in this emit")
+    pinned = parse_now(header["now"]) if isinstance(header.get("now"), str) else None
+    resumed = {**header, "resumed": True, "tools": tools}
+    key = _project_key(loaded.root, create=False)
+    result = await fire(loaded, recorded.run_id, where, resumed, pinned, replay, progress, notify, decider, key, lock,
+                        run_secrets(loaded.config))
+    if isinstance(emitted.get("id"), str):
+        _finish(loaded.root, emitted["id"], result.status)
+    return result
+
+
+def _claim(root: Path, key: str, event: str, run_id: str, where: Path) -> Any:
+    from chainlang.store import StoreError, open_store
+
+    try:
+        with open_store(root) as store:
+            return store.claim_emit(key, event, run_id, str(where))
+    except StoreError as exc:
+        raise UsageError(f"--id {key}: {exc}") from None
+
+
+def _finish(root: Path, key: str, status: str) -> None:
+    from chainlang.store import StoreError, open_store
+
+    try:
+        with open_store(root) as store:
+            store.finish_emit(key, status)
+    except StoreError as exc:
+        raise UsageError(f"--id {key}: the emit ran (status {status}) but the store could not record it: {exc}") from None
+
+
+async def _again(claim: Any, name: str, tools: Sequence[str], registry: "Registry | None",
+                 progress: "ProgressView | None", notify: Callable[[str], None] | None, decider: Any) -> EmitResult:
+    """The key was claimed before: report that emit, or continue it if it was interrupted."""
+    previous = {"run_id": claim.run_id, "event": claim.event, "status": claim.status, "transcript": claim.transcript}
+    if claim.status == "started" and Path(claim.transcript).is_file():
+        from chainlang.journal.lock import RunInUse, RunLock
+
+        try:  # a live emit holds the transcript's lock: then it is running, not interrupted
+            RunLock.acquire(Path(claim.transcript), create=False).release()
+        except (RunInUse, OSError, FileNotFoundError):
+            return EmitResult(claim.run_id, name, "duplicate", transcript=Path(claim.transcript), previous=previous)
+        from chainlang.runtime.resume import resume_async
+
+        result = await resume_async(claim.transcript, tools=tools, registry=registry, progress=progress,
+                                    notify=notify, decider=decider)
+        assert isinstance(result, EmitResult)
+        return result
+    return EmitResult(claim.run_id, name, "duplicate", transcript=Path(claim.transcript), previous=previous)
+
+
+def emit(name: str, data: Any, **options: Any) -> EmitResult:
+    """`emit_async` for code that has no event loop running."""
+    from chainlang.runtime.calls import run_loop
+
+    return run_loop(emit_async(name, data, **options))
+
+
+__all__ = ["EmitResult", "emit", "emit_async", "load_project"]
