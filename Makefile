@@ -1,5 +1,6 @@
 # Two entry points that work on a fresh machine with Python 3.11+:
-#   make run   - the main job: check the example chains, then run one end to end (offline)
+#   make run   - the main job: check the example chains, run one end to end, and fire the
+#                example project's Sarah-budget hook with an emitted event (offline)
 #   make test  - the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 run: $(VENV)/.installed
 	$(BIN)/chainlang check examples/
 	$(BIN)/chainlang run examples/next-week.chain.yaml
+	cd examples && ../$(BIN)/chainlang emit email.received --data '{"sender": "Sarah Lee", "subject": "Q1 budget review"}'
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
