@@ -23,7 +23,9 @@
   exactly the one on the page, and the transcript names no extra tools). Later
   lines of the block that start with `$ ` are more commands, run in the same
   directory: `$ chainlang run ...` again, or `$ cat PATH` (a file as the runs
-  left it). What changes from one run to the next is not compared: durations
+  left it). A block may also start with (or hold) `$ chainlang emit NAME ...`:
+  the preceding yaml block (a hooks file) is saved under its marker's name and
+  the event is emitted in that directory. What changes from one run to the next is not compared: durations
   (`0.3 ms`, `1.25 s`, `"duration_ms":0.3`), wall-clock stamps
   (`"ts":"2026-01-05T09:00:00.123Z"`) and run ids (`20260105T090000Z-1a2b3c`).
   The directory the example ran in is shown as `/path/to`.
@@ -67,7 +69,7 @@ _MARKER_START = re.compile(r"^\s*<!--\s*check\b")
 _MARKER = re.compile(r"^<!-- check: (?P<body>\S.*?) -->$")
 _SKIP = re.compile(r"^skip -- (?P<reason>\S.*)$")
 _CHECK_COMMAND = re.compile(r"^\$ chainlang check\b")
-_RUN_COMMAND = re.compile(r"^\$ chainlang run\b")
+_RUN_COMMAND = re.compile(r"^\$ chainlang (?:run|emit)\b")
 
 
 # -- reading the docs -----------------------------------------------------------
@@ -276,6 +278,13 @@ def run_commands(block: Block, directory: Path) -> subprocess.CompletedProcess[s
                                   cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   check=False, text=True, encoding="utf-8", timeout=120)
             out.append(f"{line}\n{done.stdout}")
+        elif words[:2] == ["chainlang", "emit"] and block.previous.marker is not None:
+            # an emit fires the hooks of the project: the preceding block, saved under its marker's name
+            write_example(block.previous, directory)
+            done = subprocess.run([sys.executable, "-m", "chainlang.cli", *words[1:]],
+                                  cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  check=False, text=True, encoding="utf-8", timeout=120)
+            out.append(f"{line}\n{done.stdout}")
         elif words[:1] == ["cat"] and len(words) == 2:
             out.append(f"{line}\n{(directory / words[1]).read_text(encoding='utf-8')}")
         else:
@@ -373,10 +382,12 @@ def test_run_output(block: Block, cli_runs: CliRuns) -> None:
     assert previous is not None and previous.lang == "yaml", (
         f"{block.id}: a `$ chainlang run` console block must follow the yaml block it runs")
     assert previous.marker is not None and previous.marker.skip is None and not previous.marker.rules, (
-        f"{block.id}: the yaml block above must be a chain that checks clean")
+        f"{block.id}: the yaml block above must be a chain (or hooks file) that checks clean")
     for line, words in run_block_commands(block):
         if words[:2] == ["chainlang", "run"]:
             assert run_block_file(words), f"{block.id}: `{line}` must name one FILE.chain.yaml"
+        elif words[:2] == ["chainlang", "emit"]:
+            assert len(words) >= 3, f"{block.id}: `{line}` must name the event"
         else:
             assert words[:1] == ["cat"] and len(words) == 2, f"{block.id}: unsupported command `{line}`"
     got = "\n".join(line.rstrip() for line in cli_runs[block.id].result().stdout.split("\n")).strip("\n")
@@ -456,3 +467,31 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                             cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
+
+
+# -- the Python hooks example of hooks.md -----------------------------------------------
+
+
+def test_python_hooks_example_checks_and_fires(tmp_path: Path) -> None:
+    """The ```python block of docs/reference/hooks.md#python registers hooks that check
+    clean and fire: a chain that sends a mail and searches the inbox shows both."""
+    page = (DOCS / "reference" / "hooks.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(from chainlang import hook\n.*?)```", page, re.S)
+    assert code is not None, "hooks.md lost its Python example"
+    (tmp_path / "doc_hooks.py").write_text(code.group(1), encoding="utf-8")
+    (tmp_path / "chainlang.toml").write_text(f"tools = [{json.dumps(str(TOOLS))}, \"doc_hooks.py\"]\n",
+                                             encoding="utf-8")
+    (tmp_path / "mail.chain.yaml").write_text(
+        "steps:\n  - email.send: {to: a@example.com, subject: Hi, body: Hello}\n"
+        "  - email.search: {query: budget}\n", encoding="utf-8")
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+    checked = subprocess.run([sys.executable, "-m", "chainlang.cli", "check", "mail.chain.yaml"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert checked.returncode == 0 and checked.stdout.startswith("no problems found in 2 files"), checked.stdout
+    ran = subprocess.run([sys.executable, "-m", "chainlang.cli", "run", "mail.chain.yaml", "--progress", "plain"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert "hook audit-copy at 1 fired on pre:email.send" in ran.stderr
+    assert "1 new mails" in ran.stderr and "✓ hook budget-mail at 2 ok" in ran.stderr
+    transcript = next((tmp_path / ".chainlang" / "runs").glob("*.jsonl")).read_text(encoding="utf-8")
+    assert '"cc":"audit@example.com"' in transcript  # the set reached the params the event ran with

@@ -133,7 +133,8 @@ def emit_command(name: str, data_text: str, key: str | None, as_json: bool, tran
     view = _progress(progress, color)
 
     def start(announce: Callable[[Path], None]) -> Awaitable[Any]:
-        return emit_async(name, data, id=key, now=pinned, transcript=transcript, tools=tools, progress=view)
+        return emit_async(name, data, id=key, now=pinned, transcript=transcript, tools=tools, progress=view,
+                          on_transcript=announce)
 
     return _drive(start, as_json, color, progress == "quiet")
 
@@ -179,6 +180,7 @@ def report_emit(result: Any, as_json: bool, color: bool | None) -> int:
 
 def _firing_line(item: dict[str, Any], as_ascii: bool) -> str:
     from chainlang.diagnostics import visible
+    from chainlang.output.progress.format import _duration
 
     status = item.get("status")
     mark = {"ok": "✓", "failed": "✗", "dropped": "-", "cancelled": "⊘"}.get(str(status), "?")
@@ -190,7 +192,7 @@ def _firing_line(item: dict[str, Any], as_ascii: bool) -> str:
     elif item.get("error"):
         text += f": {item['error'].get('message', '')}"
     elif item.get("duration_ms") is not None:
-        text += f" in {item['duration_ms']:g} ms"
+        text += f" in {_duration(item['duration_ms'])}"
     return visible(_ascii(text) if as_ascii else text)
 
 

@@ -140,6 +140,7 @@ async def emit_async(
     progress: "ProgressView | None" = None,
     notify: Callable[[str], None] | None = None,
     decider: Any = None,
+    on_transcript: Callable[[Path], None] | None = None,
 ) -> EmitResult:
     """Fire external event `name` with `data` in the project at `project` (default: the
     working directory, or the directory of the chainlang.toml above it). Raises UsageError
@@ -170,6 +171,8 @@ async def emit_async(
               "resumed": False, "emit": {"event": name, "data": data, **({"id": id} if id is not None else {})}}
     key = _project_key(loaded.root, create=True)
     lock = _take(where)
+    if on_transcript is not None:
+        on_transcript(where)
     try:
         result = await fire(loaded, run_id, where, header, pinned, None, progress, notify, decider, key, lock,
                             run_secrets(loaded.config))
