@@ -33,6 +33,7 @@ docs: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/check_bench.py
 	$(BIN)/python benchmarks/run_bench.py
+	$(BIN)/python benchmarks/hooks_bench.py
 
 clean:
 	rm -rf $(VENV) site dist build .pytest_cache

@@ -44,10 +44,7 @@ class CompiledHook:
     max_depth: int | None
     on_error: str
     bindings: ChainBindings  # what the references of its condition, set and action name
-
-    @property
-    def glob(self) -> bool:
-        return bool(_GLOB.intersection(self.pattern))
+    glob: bool = False  # the pattern has wildcards
 
 
 _NONE: tuple[CompiledHook, ...] = ()
@@ -59,19 +56,20 @@ class HookSet:
 
     hooks: tuple[CompiledHook, ...] = ()
     _exact: dict[tuple[str, str], tuple[CompiledHook, ...]] = field(default_factory=dict, repr=False)
-    _globs: dict[str, tuple[CompiledHook, ...]] = field(default_factory=dict, repr=False)
+    # per phase: each glob pattern once, with the hooks that use it (hooks share patterns)
+    _globs: dict[str, dict[str, tuple[CompiledHook, ...]]] = field(default_factory=dict, repr=False)
     _memo: dict[tuple[str, str], tuple[CompiledHook, ...]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         exact: dict[tuple[str, str], list[CompiledHook]] = {}
-        globs: dict[str, list[CompiledHook]] = {}
+        globs: dict[str, dict[str, list[CompiledHook]]] = {}
         for hook in self.hooks:
             if hook.glob:
-                globs.setdefault(hook.phase, []).append(hook)
+                globs.setdefault(hook.phase, {}).setdefault(hook.pattern, []).append(hook)
             else:
                 exact.setdefault((hook.phase, hook.pattern), []).append(hook)
         self._exact = {k: tuple(v) for k, v in exact.items()}
-        self._globs = {k: tuple(v) for k, v in globs.items()}
+        self._globs = {phase: {p: tuple(v) for p, v in by.items()} for phase, by in globs.items()}
 
     def __bool__(self) -> bool:
         return bool(self.hooks)
@@ -86,7 +84,8 @@ class HookSet:
         if found is not None:
             return found
         exact = self._exact.get(key, _NONE)
-        globs = tuple(h for h in self._globs.get(phase, _NONE) if fnmatchcase(event, h.pattern))
+        globs = tuple(h for pattern, hooks in self._globs.get(phase, {}).items() if fnmatchcase(event, pattern)
+                      for h in hooks)
         found = tuple(sorted(exact + globs, key=lambda h: h.rank)) if globs else exact
         if len(self._memo) < 65_536:  # bounded: event names come from chains and emits
             self._memo[key] = found
@@ -170,7 +169,7 @@ def _compile(hook: "Hook", chain: "Chain", rank: int) -> CompiledHook:
         condition=_condition(hook.condition), condition_text=hook.condition.text if hook.condition else None,
         set={name: _value(value) for name, value in hook.set.items()}, cancel=hook.cancel, action=action,
         strip=f"hook:{hook.id or hook.index + 1}.", mode=hook.mode, max=hook.max, max_depth=hook.max_depth,
-        on_error=hook.on_error, bindings=hook.bindings,
+        on_error=hook.on_error, bindings=hook.bindings, glob=bool(_GLOB.intersection(hook.trigger.pattern)),
     )
 
 
