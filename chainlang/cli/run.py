@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -171,11 +172,15 @@ def report_emit(result: Any, as_json: bool, color: bool | None) -> int:
             shown = len(result.fired)
             _out(lambda _a: f"emit {result.event}: {shown} hook{'s' if shown != 1 else ''} fired\n")
             for item in result.fired:
-                _out(lambda as_ascii, item=item: _firing_line(item, as_ascii) + "\n")
+                _out(functools.partial(_item_line, item))
     sys.stdout.flush()
     if result.error and result.status != "failed":
         _err(f"emit {result.status}: {_why(result.error)}")
     return int(result.exit_code)
+
+
+def _item_line(item: dict[str, Any], as_ascii: bool) -> str:
+    return _firing_line(item, as_ascii) + "\n"
 
 
 def _firing_line(item: dict[str, Any], as_ascii: bool) -> str:

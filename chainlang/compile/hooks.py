@@ -145,7 +145,7 @@ def _reorder(hooks: list[CompiledHook]) -> tuple[CompiledHook, ...]:
 
 
 def _fields(hook: CompiledHook) -> dict[str, Any]:
-    return {name: getattr(hook, name) for name in CompiledHook.__slots__}  # type: ignore[attr-defined]
+    return {name: getattr(hook, name) for name in CompiledHook.__slots__}
 
 
 def _compile(hook: "Hook", chain: "Chain", rank: int) -> CompiledHook:

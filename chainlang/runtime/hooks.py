@@ -41,6 +41,7 @@ class HookDispatch(PassThrough):
 
     def __init__(self, chain: "ChainRun") -> None:
         self.chain = chain
+        assert chain.hooks is not None
         self.hooks: "HookSet" = chain.hooks
 
     async def before(self, step: StepInfo, params: dict[str, Any]) -> dict[str, Any]:
@@ -78,10 +79,10 @@ async def fire_pre(chain: "ChainRun", hooks: tuple["CompiledHook", ...], step: S
             try:
                 params = {**params, **{name: value.render(scope) for name, value in hook.set.items()}}
             except ExprEvalError as exc:
-                error = error_of("hook", f"hook {hook.key}: set (line {hook.line}): {exc.message}", hook=hook.key)
-                finished(chain.run, hook, step.path, "failed", error, 0.0)
+                problem = error_of("hook", f"hook {hook.key}: set (line {hook.line}): {exc.message}", hook=hook.key)
+                finished(chain.run, hook, step.path, "failed", problem, 0.0)
                 if hook.on_error == "fail":
-                    raise Refused("failed", error) from None
+                    raise Refused("failed", problem) from None
                 continue
         if hook.action is not None:
             status, error = await run_firing(chain, hook, context, step.path)

@@ -15,6 +15,7 @@ from chainlang.runtime.prepare import prepare
 from chainlang.runtime.runner import RunResult, _execute, _project_key, _stderr, _take, parse_now, run_secrets
 
 if TYPE_CHECKING:
+    from chainlang.runtime.emit import EmitResult
     from chainlang.journal.jsonl import Transcript
     from chainlang.journal.lock import RunLock
     from chainlang.registry.registry import Registry
@@ -33,9 +34,10 @@ async def resume_async(
     notify: Callable[[str], None] | None = None,
     decider: Any = None,
     on_transcript: Callable[[Path], None] | None = None,
-) -> RunResult:
+) -> "RunResult | EmitResult":
     """Continue the run recorded in `transcript`: finished steps are not run again; the
-    clock readings and decisions it recorded are reused."""
+    clock readings and decisions it recorded are reused. The transcript of an emit gives
+    an EmitResult."""
     where = Path(transcript)
     if where.is_dir():
         raise UsageError(_not_a_transcript(os.fspath(transcript)))
@@ -57,7 +59,7 @@ async def resume_async(
 async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | None, rerun: Iterable[str],
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
-                         on_transcript: Callable[[Path], None] | None) -> RunResult:
+                         on_transcript: Callable[[Path], None] | None) -> "RunResult | EmitResult":
     from chainlang.journal.records import RecordError
     from chainlang.journal.jsonl import TranscriptError, read_transcript
 
@@ -201,7 +203,7 @@ def _not_a_transcript(where: str) -> str:
     return f"{where}: is a directory, not a transcript; give one transcript file{hint}"
 
 
-def resume(transcript: str | os.PathLike[str], **options: Any) -> RunResult:
+def resume(transcript: str | os.PathLike[str], **options: Any) -> "RunResult | EmitResult":
     """`resume_async` for code that has no event loop running (as `run`: see calls.run_loop)."""
     from chainlang.runtime.calls import run_loop
 

@@ -77,7 +77,7 @@ class Scope:
     def __init__(self, binder: "Binder", inputs: dict[str, Any], facts: dict[str, Any],
                  parent: "Scope | None" = None, loop_name: str | None = None, loop_value: Any = None,
                  hook: "HookContext | None" = None) -> None:
-        self.hook = hook if hook is not None or parent is None else parent.hook
+        self.hook: HookContext | None = hook if hook is not None or parent is None else parent.hook
         self.parent = parent
         self.binder = binder
         self.inputs = inputs

@@ -71,10 +71,10 @@ class StepPipeline:
             if done is not None and not replay.retries_left(ipath, done):
                 self.replayed(node, scope, ipath, done)
                 if done.status == "ok" and self.interceptors:  # post hooks decide again from what was recorded
-                    info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file)
+                    again = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file)
                     started = replay.started.get(ipath)
                     for interceptor in self.interceptors:
-                        await interceptor.after(info, started.params if started else {}, done.result)
+                        await interceptor.after(again, started.params if started else {}, done.result)
                 return
             if ipath in replay.skip and ipath in replay.started:
                 self.finish_unstarted(node, scope, ipath, replay.started[ipath].params, "skipped",
