@@ -102,7 +102,10 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
         return _leave(report_emit(result, as_json, color))
     if result.status == "invalid":
         _err(result.secrets.mask(_diagnostics_text(result, color)))
-        _err("the chain has errors: it was not started")
+        files = {d.file for d in result.diagnostics if d.severity == "error"}
+        others = len(files - {str(p) for p in list(result.sources)[:1]})
+        _err("the chain has errors: it was not started" if not others else
+             "the hooks in force (hooks files of the project, or registered in Python) have errors: the chain was not started")
         return 1
     # the outputs are masked by the run already (result.secrets); what is left is text that
     # stdout must be able to encode whatever a tool returned
