@@ -177,10 +177,24 @@ def _decide_expression(expr: Any) -> Compiled | None:
 def _condition(cond: Condition | None) -> Compiled | None:
     if cond is None or cond.expr is None:
         return None
-    from chainlang.expr import compile_expression
+    return _expression(cond.expr)
 
-    fn: Compiled = compile_expression(cond.expr)
-    return fn
+
+_EXPRESSIONS: dict[int, tuple[Any, Compiled]] = {}
+
+
+def _expression(expr: Any) -> Compiled:
+    """Compile an expression once: parsed expressions are shared by text (a thousand hooks
+    with the same condition compile it once), and a compiled one depends on no place."""
+    entry = _EXPRESSIONS.get(id(expr))
+    if entry is None or entry[0] is not expr:
+        from chainlang.expr import compile_expression
+
+        if len(_EXPRESSIONS) > 16384:
+            _EXPRESSIONS.clear()
+        entry = (expr, compile_expression(expr))  # the entry keeps the expression alive: its id stays its own
+        _EXPRESSIONS[id(expr)] = entry
+    return entry[1]
 
 
 def _value(value: Value) -> CompiledValue:
