@@ -159,11 +159,15 @@ async def emit_async(
     pinned = parse_now(now) if isinstance(now, str) else now
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else loaded.root / ".chainlang" / "runs" / f"{run_id}.jsonl"
+    if id is not None:  # a key seen before: nothing new is written (a resumed emit records its end itself)
+        earlier = _lookup(loaded.root, id)
+        if earlier is not None:
+            return await _again(earlier, name, tools, registry, progress, notify, decider)
     if where.exists() and where.stat().st_size > 0:
         raise UsageError(f"{where}: the transcript exists already; give a new path")
     if id is not None:
         claim = _claim(loaded.root, id, name, run_id, where)
-        if not claim.new:  # (a resumed emit records its end in the store itself)
+        if not claim.new:  # another emit claimed it in between
             return await _again(claim, name, tools, registry, progress, notify, decider)
     header = {"chain": None, "file": str(loaded.root.resolve()), "file_sha256": loaded.digest, "inputs": {},
               "now": pinned.isoformat() if pinned else None,
@@ -323,6 +327,16 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
     if isinstance(emitted.get("id"), str):
         _finish(loaded.root, emitted["id"], result.status)
     return result
+
+
+def _lookup(root: Path, key: str) -> Any:
+    from chainlang.store import StoreError, open_store
+
+    try:
+        with open_store(root) as store:
+            return store.get_emit(key)
+    except StoreError as exc:
+        raise UsageError(f"--id {key}: {exc}") from None
 
 
 def _claim(root: Path, key: str, event: str, run_id: str, where: Path) -> Any:

@@ -63,7 +63,7 @@ async def fire_pre(chain: "ChainRun", hooks: tuple["CompiledHook", ...], step: S
     """The `pre:` hooks of one step, in order: the params to validate, or Refused."""
     for hook in hooks:
         context = HookContext(params, {"name": step.event, "params": params, "payload": params})
-        scope = hook_scope(chain.run, hook, context)
+        scope = hook_scope(chain, hook, context)
         held = holds(chain, hook, scope, step.event, step.path, "pre")
         if held is not True:
             if held is not False and hook.on_error == "fail":
@@ -113,7 +113,7 @@ def fire_post(chain: "ChainRun", hooks: tuple["CompiledHook", ...], event: str, 
             continue  # it finished, or was dropped, before the interruption
         again = replay is not None and key in replay.hooks_fired
         if not again:
-            scope = hook_scope(run, hook, context)
+            scope = hook_scope(chain, hook, context)
             held = holds(chain, hook, scope, event, path, "post")
             if held is not True:
                 continue
@@ -180,21 +180,23 @@ async def run_action(chain: "ChainRun", hook: "CompiledHook", context: HookConte
 
     assert hook.action is not None
     prefix = f"{path}/hook:{hook.key}/" if path else f"hook:{hook.key}/"
-    sub = ChainRun(chain.run, hook.action, {}, depth=chain.depth + 1, prefix=prefix, allow=chain.allow,
-                   depth_limit=chain.depth_limit, strip=hook.strip, hook=context, hooks=chain.hooks,
-                   stack=chain.stack + (hook.key,))
+    sub = ChainRun(chain.run, hook.action, chain.hook_inputs.get(id(hook.bindings), {}), depth=chain.depth + 1,
+                   prefix=prefix, allow=chain.allow, depth_limit=chain.depth_limit, strip=hook.strip, hook=context,
+                   hooks=chain.hooks, stack=chain.stack + (hook.key,), hook_inputs=chain.hook_inputs)
     status, _outputs, error = await sub.execute()
     if status == "broken":  # a break ends the action cleanly
         return "ok", None
     return status, error
 
 
-def hook_scope(run: "RunState", hook: "CompiledHook", context: HookContext) -> Scope:
-    """Where a hook's condition and `set` are evaluated: its payload, `event`, no steps."""
+def hook_scope(chain: "ChainRun", hook: "CompiledHook", context: HookContext) -> Scope:
+    """Where a hook's condition and `set` are evaluated: its payload, `event`, the inputs of
+    the chain that declares it (a chain's own hooks), no steps."""
+    run = chain.run
     binder = run.binders.get(id(hook.bindings))
     if binder is None:
         binder = run.binders[id(hook.bindings)] = Binder(hook.bindings)
-    return Scope(binder, {}, run.facts, hook=context)
+    return Scope(binder, chain.hook_inputs.get(id(hook.bindings), {}), run.facts, hook=context)
 
 
 # -- records
@@ -225,7 +227,7 @@ class Firing:
     path: str | None
     event: str
     task: "asyncio.Task[None] | None" = None
-    restarted: bool = False
+    restarted: bool = False  # mode restart cancelled it (recorded dropped once it has ended)
 
 
 @dataclass
@@ -256,6 +258,16 @@ class HookActions:
         firing = Firing(hook, path, event)
         self.firings.add(firing)
         firing.task = asyncio.get_running_loop().create_task(self._run(firing, chain, context))
+        # also when the task is cancelled before it ever ran (mode restart): it leaves the set
+        firing.task.add_done_callback(lambda _task: self._ended(firing))
+
+    def _ended(self, firing: Firing) -> None:
+        if firing in self.firings:
+            self.firings.discard(firing)
+            if firing.restarted:
+                hook = firing.hook
+                dropped(self.run, hook, "post", firing.event, firing.path, "restart",
+                        f"hook {hook.key} (mode restart) fired again: this action was cancelled")
 
     def _gate(self, hook: "CompiledHook") -> asyncio.Semaphore | None:
         if hook.mode == "queued" or (hook.mode == "parallel" and hook.max is not None):
@@ -266,7 +278,7 @@ class HookActions:
         return None
 
     async def _run(self, firing: Firing, chain: "ChainRun", context: HookContext) -> None:
-        hook, run = firing.hook, self.run
+        hook = firing.hook
         try:
             gate = self._gate(hook)
             if gate is not None:
@@ -282,14 +294,10 @@ class HookActions:
                                        **({"step": firing.path} if firing.path else {})))
         except asyncio.CancelledError:
             if firing.restarted:
-                dropped(run, hook, "post", firing.event, firing.path, "restart",
-                        f"hook {hook.key} (mode restart) fired again: this action was cancelled")
-                return
+                return  # recorded dropped when the task has ended (_ended)
             raise  # the run is being interrupted: no end is recorded, so a resume runs it again
         except (LimitExceeded, ResumeBlocked) as exc:
             self.halt(exc)
-        finally:
-            self.firings.discard(firing)
 
     def halt(self, why: BaseException | dict[str, Any]) -> None:
         if self.stop is None:
@@ -300,8 +308,11 @@ class HookActions:
     async def drain(self) -> None:
         """Wait until every action started (also by other actions) has ended."""
         while self.firings:
-            tasks = [f.task for f in self.firings if f.task is not None]
-            await asyncio.wait(tasks)
+            pending = [f.task for f in self.firings if f.task is not None and not f.task.done()]
+            if pending:
+                await asyncio.wait(pending)
+            else:
+                await asyncio.sleep(0)  # the ended tasks' callbacks take them out of the set
 
     async def cancel_all(self) -> None:
         tasks = [f.task for f in self.firings if f.task is not None]

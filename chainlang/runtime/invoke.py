@@ -128,8 +128,10 @@ async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str,
         inputs = check_inputs(graph, inputs)
     except UsageError as exc:
         raise ChainFailed(error_of("params", f"{graph.name or target}: {exc}")) from None
+    # the hooks in force in the caller stay in force (and the sub-chain's own join them)
     sub = ChainRun(run, graph, inputs, depth=caller.depth + 1, prefix=ipath + "/", allow=caller.allow,
-                   depth_limit=caller.depth_limit)
+                   depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
+                   hook_inputs=caller.hook_inputs)
     status, outputs, error = await sub.execute()
     if status == "failed":
         where = f" at step {error.get('step')}" if error and error.get("step") else ""

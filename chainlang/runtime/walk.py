@@ -52,7 +52,7 @@ class ChainRun:
     def __init__(self, run: RunState, graph: ExecutionGraph, inputs: dict[str, Any], *, depth: int = 0,
                  prefix: str = "", allow: tuple[tuple[str, ...], ...] = (), depth_limit: int | None = None,
                  strip: str = "", hook: HookContext | None = None, hooks: "HookSet | None" = None,
-                 stack: tuple[str, ...] = ()) -> None:
+                 stack: tuple[str, ...] = (), hook_inputs: dict[int, dict[str, Any]] | None = None) -> None:
         self.run = run
         self.graph = graph
         self.depth = depth
@@ -64,8 +64,11 @@ class ChainRun:
         self.scope = Scope(run_binder(run, graph), inputs, run.facts, hook=hook)
         # the hooks in force (the run's, and a sub-chain's own), and the hooks whose actions this chain is inside
         self.hooks = hooks if hooks is not None else run.hooks
+        # the inputs of the chain that declares each hook (by its bindings, which copies share)
+        self.hook_inputs = hook_inputs if hook_inputs is not None else {}
         if graph.hook_set:
             self.hooks = run.merged_hooks(self.hooks, graph.hook_set)
+            self.hook_inputs = {**self.hook_inputs, **{id(h.bindings): inputs for h in graph.hook_set.hooks}}
         self.stack = stack
         # the allow lists in force are one more interceptor, ahead of the run's own; hooks fire through one
         allowed = (AllowList(self.allow),) if self.allow else ()
