@@ -78,6 +78,8 @@ async def fire_pre(chain: "ChainRun", hooks: tuple["CompiledHook", ...], step: S
         if hook.set:
             try:
                 params = {**params, **{name: value.render(scope) for name, value in hook.set.items()}}
+                # its action sees the params it set
+                context = HookContext(params, {"name": step.event, "params": params, "payload": params})
             except ExprEvalError as exc:
                 problem = error_of("hook", f"hook {hook.key}: set (line {hook.line}): {exc.message}", hook=hook.key)
                 finished(chain.run, hook, step.path, "failed", problem, 0.0)
