@@ -180,21 +180,12 @@ def _condition(cond: Condition | None) -> Compiled | None:
     return _expression(cond.expr)
 
 
-_EXPRESSIONS: dict[int, tuple[Any, Compiled]] = {}
-
-
 def _expression(expr: Any) -> Compiled:
     """Compile an expression once: parsed expressions are shared by text (a thousand hooks
     with the same condition compile it once), and a compiled one depends on no place."""
-    entry = _EXPRESSIONS.get(id(expr))
-    if entry is None or entry[0] is not expr:
-        from chainlang.expr import compile_expression
+    from chainlang.expr import compile_expression
 
-        if len(_EXPRESSIONS) > 16384:
-            _EXPRESSIONS.clear()
-        entry = (expr, compile_expression(expr))  # the entry keeps the expression alive: its id stays its own
-        _EXPRESSIONS[id(expr)] = entry
-    return entry[1]
+    return _once(_EXPRESSIONS, expr, compile_expression)
 
 
 def _value(value: Value) -> CompiledValue:
@@ -204,20 +195,26 @@ def _value(value: Value) -> CompiledValue:
                                            for tv in value.templates))
 
 
-_TEMPLATES: dict[int, tuple[Any, Compiled]] = {}
-
-
 def _template(template: Any) -> Compiled:
     """Compile a template once: parsed templates are shared by text, and a compiled one
     does not depend on where it is used (references are resolved by the run's scope)."""
-    entry = _TEMPLATES.get(id(template))
-    if entry is None or entry[0] is not template:
-        from chainlang.expr import compile_template
+    from chainlang.expr import compile_template
 
-        if len(_TEMPLATES) > 16384:
-            _TEMPLATES.clear()
-        entry = (template, compile_template(template))  # the entry keeps the template alive: its id stays its own
-        _TEMPLATES[id(template)] = entry
+    return _once(_TEMPLATES, template, compile_template)
+
+
+# compiled expressions and templates by id() of the parsed one; each entry keeps that alive,
+# so its id stays its own (bounded: cleared when full)
+_EXPRESSIONS: dict[int, tuple[Any, Compiled]] = {}
+_TEMPLATES: dict[int, tuple[Any, Compiled]] = {}
+
+
+def _once(cache: dict[int, tuple[Any, Compiled]], parsed: Any, compile_fn: Callable[[Any], Any]) -> Compiled:
+    entry = cache.get(id(parsed))
+    if entry is None or entry[0] is not parsed:
+        if len(cache) > 16384:
+            cache.clear()
+        entry = cache[id(parsed)] = (parsed, compile_fn(parsed))
     return entry[1]
 
 
