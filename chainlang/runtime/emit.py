@@ -262,10 +262,10 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
 
         try:
             status, _, error = await with_hook_actions(actions, body())
-            if status == "ok" and actions.failed:
+            failed = [key for key, item in fired.items() if item["status"] == "failed"]
+            if status == "ok" and failed:  # an action, or a condition that could not be evaluated
                 status = "failed"
-                error = {"type": "hook", "message": f"{len(actions.failed)} hook action(s) failed: "
-                                                    + ", ".join(dict.fromkeys(actions.failed))}
+                error = {"type": "hook", "message": f"{len(failed)} hook(s) failed: " + ", ".join(failed)}
         except LimitExceeded as exc:
             status, error = "limit", {"type": "limit", "limit": exc.limit, "message": exc.message}
         except ResumeBlocked as exc:

@@ -300,6 +300,11 @@ class HookActions:
             raise  # the run is being interrupted: no end is recorded, so a resume runs it again
         except (LimitExceeded, ResumeBlocked) as exc:
             self.halt(exc)
+        except Exception as exc:  # a bug in the engine: the firing fails, visibly, and the run with it
+            error = error_of("internal", f"hook {hook.key}: {type(exc).__name__}: {exc}", hook=hook.key)
+            finished(self.run, hook, firing.path, "failed", error, 0.0)
+            self.failed.append(hook.key)
+            self.halt(error)
 
     def halt(self, why: BaseException | dict[str, Any]) -> None:
         if self.stop is None:
