@@ -1,0 +1,127 @@
+"""When scheduled tasks are due (chainlang.tasks.when): `at`, `interval` and `cron` read
+against a fixed clock, and the firings owed after a pause. No test reads the real clock."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from chainlang.tasks.when import MAX_CATCH_UP, Schedule, ScheduleError, due_firings, parse_at, parse_schedule
+
+CET = timezone(timedelta(hours=1))
+FRIDAY_1650 = datetime(2026, 11, 20, 16, 50, tzinfo=CET)  # a Friday
+
+
+def at(text: str, now: datetime = FRIDAY_1650) -> str:
+    return parse_at(text, now).isoformat()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("tomorrow 08:00", "2026-11-21T08:00:00+01:00"),
+    ("Tomorrow  at 8", "2026-11-21T08:00:00+01:00"),  # dateparser alone reads this as tomorrow 16:50
+    ("today 17:00", "2026-11-20T17:00:00+01:00"),
+    ("2026-11-23 17:00", "2026-11-23T17:00:00+01:00"),  # the seed's form: the clock's zone
+    ("2026-11-23T17:00:00Z", "2026-11-23T17:00:00+00:00"),
+    ("2026-11-23T17:00:00-05:00", "2026-11-23T17:00:00-05:00"),
+    ("next monday 09:00", "2026-11-23T09:00:00+01:00"),
+    ("friday 9am", "2026-11-27T09:00:00+01:00"),  # on a Friday: next week's
+    ("monday 12pm", "2026-11-23T12:00:00+01:00"),
+    ("17:00", "2026-11-20T17:00:00+01:00"),
+    ("16:00", "2026-11-21T16:00:00+01:00"),  # a time already past today: tomorrow's
+    ("noon", "2026-11-21T12:00:00+01:00"),
+    ("in 2 hours", "2026-11-20T18:50:00+01:00"),
+    ("in 30 minutes", "2026-11-20T17:20:00+01:00"),
+    ("2026-11-25", "2026-11-25T00:00:00+01:00"),
+])
+def test_at_forms(text: str, expected: str) -> None:
+    assert at(text) == expected
+
+
+def test_at_falls_back_to_dateparser_for_other_english() -> None:
+    assert at("December 24 2026 6pm") == "2026-12-24T18:00:00+01:00"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("after work", "not a time chainlang can read"),
+    ("", "give a time"),
+    ("x" * 200, "give a time"),
+    ("25:00", "not a time of day"),
+    ("13pm", "the hour is 1 to 12"),
+    ("2026-13-01 10:00", "not a date"),
+])
+def test_at_errors_say_what_to_write(text: str, message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        parse_at(text, FRIDAY_1650)
+
+
+def test_a_naive_clock_is_refused() -> None:
+    with pytest.raises(TypeError):
+        parse_at("tomorrow 08:00", datetime(2026, 11, 20, 16, 50))
+
+
+def test_once_must_be_in_the_future() -> None:
+    with pytest.raises(ScheduleError, match="not in the future"):
+        parse_schedule({"type": "once", "at": "2026-11-20 09:00"}, FRIDAY_1650)
+    once = parse_schedule({"type": "once", "at": "tomorrow 08:00"}, FRIDAY_1650)
+    assert once.after(FRIDAY_1650) == once.first and once.after(once.first) is None
+
+
+def test_delay_and_repeat_by_interval() -> None:
+    delay = parse_schedule({"type": "delay", "interval": "30m"}, FRIDAY_1650)
+    assert delay.first == FRIDAY_1650 + timedelta(minutes=30) and delay.after(delay.first) is None
+    daily = parse_schedule({"type": "repeat", "interval": "1 day", "at": "today 08:00"}, FRIDAY_1650)
+    assert daily.first.isoformat() == "2026-11-21T08:00:00+01:00"  # today's 08:00 is past: the next one
+    assert daily.after(daily.first) == daily.first + timedelta(days=1)
+    every = parse_schedule({"type": "repeat", "interval": "2h30m"}, FRIDAY_1650)
+    assert every.first == FRIDAY_1650 + timedelta(hours=2, minutes=30)
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"type": "repeat", "interval": "1 month"}, "no fixed length"),
+    ({"type": "repeat", "interval": "soon"}, "cannot read"),
+    ({"type": "repeat"}, "needs interval"),
+    ({"type": "delay"}, "needs interval"),
+    ({"type": "once"}, "needs at"),
+    ({"type": "weekly"}, "a task is once"),
+    ({"type": "repeat", "cron": "61 * * * *"}, "five fields"),
+    ({"type": "repeat", "cron": "* *"}, "five fields"),
+])
+def test_schedule_errors(params: dict[str, str], message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        parse_schedule(params, FRIDAY_1650)
+
+
+def test_cron_in_the_clocks_zone_across_a_dst_change() -> None:
+    berlin = datetime(2026, 3, 28, 7, 0, tzinfo=ZoneInfo("Europe/Berlin"))  # clocks go forward on the 29th
+    weekdays = parse_schedule({"type": "repeat", "cron": "0 8 * * *"}, berlin)
+    first = weekdays.first
+    second = weekdays.after(first)
+    assert (first.hour, second.hour) == (8, 8)  # 08:00 wall-clock time on both sides of the change
+    assert second.astimezone(timezone.utc) - first.astimezone(timezone.utc) == timedelta(hours=23)
+
+
+def test_cron_weekdays() -> None:
+    schedule = parse_schedule({"type": "repeat", "cron": "0 8 * * 1-5"}, FRIDAY_1650)
+    assert schedule.first.isoformat() == "2026-11-23T08:00:00+01:00"  # Monday: the weekend is skipped
+    assert Schedule.from_json(schedule.to_json()) == schedule
+
+
+def test_misfire_policies_after_a_pause() -> None:
+    daily = parse_schedule({"type": "repeat", "interval": "1 day", "at": "tomorrow 08:00"}, FRIDAY_1650)
+    later = daily.first + timedelta(days=2, hours=1)  # three firings missed
+    assert due_firings(daily, None, later, "all") == [daily.first + timedelta(days=d) for d in range(3)]
+    assert due_firings(daily, None, later, "once") == [daily.first + timedelta(days=2)]
+    assert due_firings(daily, None, later, "skip") == []
+    on_time = daily.first + timedelta(days=2)
+    assert due_firings(daily, None, on_time, "skip") == [on_time]  # due now: not a misfire
+    assert due_firings(daily, on_time, on_time + timedelta(hours=1), "all") == []  # fired already
+    with pytest.raises(ScheduleError):
+        due_firings(daily, None, later, "twice")
+
+
+def test_catching_up_is_bounded() -> None:
+    every_second = parse_schedule({"type": "repeat", "interval": "1s"}, FRIDAY_1650)
+    owed = due_firings(every_second, None, FRIDAY_1650 + timedelta(days=1), "all")
+    assert len(owed) == MAX_CATCH_UP and owed[-1] == FRIDAY_1650 + timedelta(days=1)
