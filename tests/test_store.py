@@ -38,11 +38,11 @@ def raw(root: Path) -> sqlite3.Connection:
 
 def test_a_new_store_is_created_at_the_current_version(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 1
+        assert store.schema_version() == SCHEMA_VERSION == 2
     con = raw(tmp_path)
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"chainlang_schema", "emits", "event_log"} <= tables
-    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema")] == [1]
+    assert {"chainlang_schema", "emits", "event_log", "tasks", "task_runs"} <= tables
+    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema")] == [1, 2]
     emits = {r[1]: (r[2], r[3], r[5]) for r in con.execute("PRAGMA table_info(emits)")}  # type, notnull, pk
     assert emits["key"][2] == 1 and emits["finished_at"][1] == 0 and emits["status"][1] == 1
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -53,10 +53,10 @@ def test_reopening_applies_nothing_twice_and_keeps_the_data(tmp_path: Path) -> N
         store.claim_emit("order-1", "order.created", "run-1", "runs/run-1.jsonl")
     for _ in range(2):
         with open_store(tmp_path) as store:
-            assert store.schema_version() == 1
+            assert store.schema_version() == SCHEMA_VERSION
             claim = store.get_emit("order-1")
             assert claim is not None and claim.run_id == "run-1"
-    assert raw(tmp_path).execute("SELECT COUNT(*) FROM chainlang_schema").fetchone()[0] == 1
+    assert raw(tmp_path).execute("SELECT COUNT(*) FROM chainlang_schema").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_store_from_a_newer_chainlang_is_refused_and_left_alone(tmp_path: Path) -> None:
@@ -67,8 +67,8 @@ def test_a_store_from_a_newer_chainlang_is_refused_and_left_alone(tmp_path: Path
         open_store(tmp_path)
     message = str(err.value)
     assert str(db_path(tmp_path)) in message
-    assert "newer chainlang (schema version 7, this one knows up to 1)" in message
-    assert con.execute("SELECT COUNT(*) FROM chainlang_schema").fetchone()[0] == 2
+    assert f"newer chainlang (schema version 7, this one knows up to {SCHEMA_VERSION})" in message
+    assert con.execute("SELECT COUNT(*) FROM chainlang_schema").fetchone()[0] == SCHEMA_VERSION + 1
 
 
 # -- emit ids --------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def test_two_processes_claiming_the_same_keys_each_key_is_won_once(tmp_path: Pat
     con = raw(tmp_path)
     assert dict(con.execute("SELECT key, run_id FROM emits")) == winner_run
     assert con.execute("SELECT COUNT(*) FROM event_log WHERE kind = 'emit_claimed'").fetchone()[0] == 50
-    assert con.execute("SELECT COUNT(*) FROM chainlang_schema").fetchone()[0] == 1
+    assert con.execute("SELECT COUNT(*) FROM chainlang_schema").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_killed_process_leaves_every_committed_claim_whole(tmp_path: Path) -> None:

@@ -7,22 +7,31 @@ order, each in its own write transaction that re-reads the version first: two pr
 opening a new store at once apply each migration once. Only portable DDL is used (no
 PRAGMA user_version), so the same migrations can later run on PostgreSQL.
 
-To change the schema, append a migration; never edit one that has shipped. When a later
-migration alters `emits` or `event_log`, first give `_v1` its own copy of the version 1
-definitions, so that a new store walks the same path as an old one.
+To change the schema, append a migration; never edit one that has shipped. A migration
+creates its tables from its own frozen definitions (`_V1`) or names the current tables it
+creates (`_v2`), never "all tables": a new store must walk the same path as an old one.
+When a later migration alters `tasks` or `task_runs`, first give `_v2` its own frozen
+copy of their version 2 definitions, as `_v1` has of `emits` and `event_log`.
+
+Version 1: `emits` and `event_log`. Version 2 adds `tasks` (hooks and schedules, their
+status, failures in a row and lease) and `task_runs` (one row per firing of a task).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+import json
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import Column, Connection, Integer, MetaData, Table, Text, func, inspect, insert, select
+from sqlalchemy import (Column, Connection, ForeignKey, Index, Integer, MetaData, Table, Text, UniqueConstraint,
+                        func, inspect, insert, select, text)
 
-__all__ = ["EMITS", "EVENT_LOG", "METADATA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "Migration",
-           "NewerSchema", "migrate", "now", "read_version"]
+from .base import StoreError
+
+__all__ = ["EMITS", "EVENT_LOG", "METADATA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "TASKS", "TASK_RUNS",
+           "Migration", "NewerSchema", "append_event", "migrate", "now", "read_version"]
 
 METADATA = MetaData()
 
@@ -55,6 +64,41 @@ EVENT_LOG = Table(
     sqlite_autoincrement=True,  # a seq is never reused, even after the newest row is gone
 )
 
+# One row per task; every change of a row adds 1 to `version` (and is checked against it).
+TASKS = Table(
+    "tasks", METADATA,
+    Column("id", Text, primary_key=True),
+    Column("kind", Text, nullable=False),  # 'hook' (task.register) or 'schedule' (task.schedule)
+    Column("definition", Text, nullable=False),  # JSON: the hook or schedule as given
+    Column("status", Text, nullable=False),  # pending | active | completed | archived | dead
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+    Column("next_run", Text, nullable=True),
+    Column("last_run", Text, nullable=True),
+    Column("failures", Integer, nullable=False, server_default=text("0")),  # failed runs in a row
+    Column("origin", Text, nullable=True),  # the run (and step) that created the task
+    Column("lease_owner", Text, nullable=True),
+    Column("lease_until", Text, nullable=True),
+    Column("version", Integer, nullable=False),
+    Index("tasks_due", "status", "kind", "next_run"),
+)
+
+# One row per firing of a task: one due moment of a task is recorded (and so run) once.
+TASK_RUNS = Table(
+    "task_runs", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("task_id", Text, ForeignKey("tasks.id"), nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("transcript", Text, nullable=False),
+    Column("due_at", Text, nullable=False),
+    Column("started_at", Text, nullable=False),
+    Column("finished_at", Text, nullable=True),
+    Column("status", Text, nullable=False),  # 'running', then the run's final status
+    Column("error", Text, nullable=True),  # JSON
+    UniqueConstraint("task_id", "due_at", name="task_runs_once"),
+    sqlite_autoincrement=True,
+)
+
 
 def now() -> str:
     """The stored form of a moment: ISO 8601 in UTC, to the microsecond (sorts as text)."""
@@ -67,12 +111,50 @@ class Migration(NamedTuple):
     apply: Callable[[Connection], None]
 
 
+def append_event(conn: Connection, at: str, kind: str, subject: str, data: dict[str, Any]) -> None:
+    """Append one event to the log, in the caller's transaction."""
+    try:
+        encoded = json.dumps(data, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"the data of a {kind!r} event must be JSON ({e})") from None
+    conn.execute(insert(EVENT_LOG).values(at=at, kind=kind, subject=subject, data=encoded))
+
+
+# Version 1's tables as they shipped, frozen: later changes of EMITS or EVENT_LOG above
+# are made by later migrations, never here.
+_V1 = MetaData()
+Table(
+    "emits", _V1,
+    Column("key", Text, primary_key=True),
+    Column("event", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("transcript", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("finished_at", Text, nullable=True),
+)
+Table(
+    "event_log", _V1,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("at", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("data", Text, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+
 def _v1(conn: Connection) -> None:
-    METADATA.create_all(conn, tables=[EMITS, EVENT_LOG], checkfirst=False)
+    _V1.create_all(conn, checkfirst=False)
+
+
+def _v2(conn: Connection) -> None:
+    METADATA.create_all(conn, tables=[TASKS, TASK_RUNS], checkfirst=False)
 
 
 MIGRATIONS: list[Migration] = [
     Migration(1, "emits (the ids of `chainlang emit --id`) and the append-only event log", _v1),
+    Migration(2, "tasks (hooks and schedules, with their leases) and task_runs (their firings)", _v2),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -32,7 +32,10 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
 from .base import EmitClaim, StoreError, check_key
+from .base import check_text as _check_text
 from .schema import EMITS, EVENT_LOG, SCHEMA_VERSION, NewerSchema, migrate, now, read_version
+from .schema import append_event as _append
+from .tasks import TaskMethods
 
 __all__ = ["DEFAULT_PATH", "Store", "open_store"]
 
@@ -83,8 +86,11 @@ def _sqlite_path(root: Path, url: str) -> Path:
     return path if path.is_absolute() else root / path
 
 
-class Store:
-    """One project's store. Every method runs in one transaction and raises only StoreError."""
+class Store(TaskMethods):
+    """One project's store. Every method runs in one transaction and raises only StoreError.
+
+    The methods on tasks, their leases and runs come from `TaskMethods` (`tasks.py`).
+    """
 
     def __init__(self, path: Path, busy_timeout: float = 10.0) -> None:
         self.path = path
@@ -262,20 +268,6 @@ def _use_wal(cursor: sqlite3.Cursor, timeout: float) -> None:
             if "locked" not in str(e) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.005)
-
-
-def _check_text(**values: object) -> None:
-    for name, value in values.items():
-        if not isinstance(value, str) or not value:
-            raise StoreError(f"{name} must be non-empty text, not {value!r}")
-
-
-def _append(conn: Connection, at: str, kind: str, subject: str, data: dict[str, Any]) -> None:
-    try:
-        text = json.dumps(data, ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise StoreError(f"the data of a {kind!r} event must be JSON ({e})") from None
-    conn.execute(insert(EVENT_LOG).values(at=at, kind=kind, subject=subject, data=text))
 
 
 def _claim(row: Row[Any], new: bool) -> EmitClaim:
