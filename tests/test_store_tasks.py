@@ -26,7 +26,7 @@ from chainlang.store import SCHEMA_VERSION, Lease, StoreError, TaskRecord, open_
 from chainlang.store.schema import MIGRATIONS
 
 REPO = Path(__file__).resolve().parent.parent
-V1_COMMIT = "e468aee"  # the store as it shipped with schema version 1
+V1_COMMIT = "e468aee6e671e87223e6ed6db18dc52f01b44847"  # the store as it shipped with schema version 1
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
 SCHEDULE = {"type": "repeat", "interval": "1 hour", "action": {"event": "tools.echo", "params": {"x": 1}}}
 
