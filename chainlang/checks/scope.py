@@ -9,6 +9,7 @@ comparing two short trails rather than by copying scope sets per step.
 from __future__ import annotations
 
 from bisect import bisect_left
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -85,6 +86,7 @@ class Scope:
     # for the action of a task.register / task.schedule step: the calling chain at that step,
     # whose earlier results the action captures (names it does not define resolve there)
     enclosing: "tuple[Document, Scope] | None" = None
+    captured: dict[str, Any] | None = None  # a stored hook's captured values, by reference text
 
 
 class Document:
@@ -204,12 +206,14 @@ class Analyser:
         payload = None if hook.kind == "scheduled" else self.payload_type(hook)
         doc = Document(hook.action)
         enclosing = self.enclosing_scope(hook)
-        scope = Scope(loops={}, payload=payload, trail=((0, "steps", -1),), current=None, enclosing=enclosing)
+        scope = Scope(loops={}, payload=payload, trail=((0, "steps", -1),), current=None, enclosing=enclosing,
+                      captured=hook.captured)
         if hook.condition:
             self.condition_site(hook.condition, "condition", doc, scope)
         for value in hook.set.values():
             self.value_sites(value, "set", doc, scope)
-        self.walk_steps(hook.action, doc, Scope(loops={}, payload=payload, trail=(), current=None, enclosing=enclosing))
+        self.walk_steps(hook.action, doc, Scope(loops={}, payload=payload, trail=(), current=None, enclosing=enclosing,
+                                                captured=hook.captured))
 
     def enclosing_scope(self, hook: Hook) -> "tuple[Document, Scope] | None":
         """The calling chain just before the step that registers or schedules `hook`."""
@@ -224,7 +228,8 @@ class Analyser:
     def walk_steps(self, steps: list[Step], doc: Document, outer: Scope) -> None:
         for step in steps:
             trail = doc.trails[id(step)]
-            scope = Scope(loops=outer.loops, payload=outer.payload, trail=trail, current=step, enclosing=outer.enclosing)
+            scope = Scope(loops=outer.loops, payload=outer.payload, trail=trail, current=step, enclosing=outer.enclosing,
+                          captured=outer.captured)
             if step.if_:
                 self.condition_site(step.if_, "if", doc, scope)
             inner = scope
@@ -232,7 +237,7 @@ class Analyser:
                 item_type = self.condition_site(step.foreach, "foreach", doc, scope)
                 element = item_type.item if isinstance(item_type, T.Array) else T.ANY
                 inner = Scope(loops={**scope.loops, step.as_: element}, payload=scope.payload, trail=trail, current=step,
-                              enclosing=scope.enclosing)
+                              enclosing=scope.enclosing, captured=scope.captured)
             if isinstance(step, EventStep):
                 for value in step.params.values():
                     if not value.deferred:  # a chain passed as data is checked as its own hook/chain
@@ -306,7 +311,14 @@ class Analyser:
             outer_doc, outer_scope = scope.enclosing
             captured = self.resolve_here(ref, site, outer_doc, outer_scope)
             if captured.problem is None:
+                if captured.binding is not None:  # read from the registering chain when its step runs
+                    captured.binding = dataclasses.replace(captured.binding, captured=True)
                 return captured
+        if info.problem is not None and info.problem[0] is rules.REF_UNKNOWN and scope.captured:
+            key = ref.dotted()
+            if key in scope.captured:
+                return RefInfo(site, ref, "captured", T.type_of_value(scope.captured[key]),
+                               binding=Binding("captured", key))
         return info
 
     def resolve_here(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope) -> RefInfo:

@@ -59,6 +59,9 @@ class GraphNode:
     # model); None for a natural-language condition
     decide_expr: Compiled | None = None
     params: dict[str, CompiledValue] = field(default_factory=dict)
+    # a task.register / task.schedule step: the references of its action to this chain's
+    # results, read when the step runs and stored with the task (reference text, binding, ref)
+    captures: tuple[tuple[str, Any, Ref], ...] = ()
     children: tuple["GraphNode", ...] = ()  # steps / parallel branches / then
     else_: tuple["GraphNode", ...] = ()
 
@@ -96,10 +99,11 @@ def compile_chain(chain: Chain) -> ExecutionGraph:
         raise ValueError(f"{chain.file}: compile_chain needs a checked chain (its references are bound by the checks)")
     limits = chain.limits
     decide = chain.bindings.decide
+    captures = _captures(chain)
     return ExecutionGraph(
         file=chain.file,
         name=chain.name,
-        nodes=tuple(_node(step, decide) for step in chain.steps),
+        nodes=tuple(_node(step, decide, captures) for step in chain.steps),
         outputs={name: _value(value) for name, value in chain.outputs.items()},
         inputs={name: inp.schema for name, inp in chain.inputs.items()},
         max_steps=limits.max_steps,
@@ -130,7 +134,21 @@ def hook_order(chain: Chain) -> list[str]:
     return order
 
 
-def _node(step: Step, decide: dict[int, Any]) -> GraphNode:
+def _captures(chain: Chain) -> dict[str, tuple[tuple[str, Any, Ref], ...]]:
+    """For each step that registers or schedules an action: what the action captures."""
+    out: dict[str, dict[str, tuple[str, Any, Ref]]] = {}
+    for hook in chain.hooks:
+        if hook.origin is None or hook.bindings is None:
+            continue
+        found = out.setdefault(hook.origin, {})
+        for ref in hook.bindings.keep:
+            binding = hook.bindings.refs.get(id(ref)) if isinstance(ref, Ref) else None
+            if binding is not None and binding.captured:
+                found.setdefault(ref.dotted(), (ref.dotted(), binding, ref))
+    return {origin: tuple(found.values()) for origin, found in out.items() if found}
+
+
+def _node(step: Step, decide: dict[int, Any], captures: dict[str, Any] | None = None) -> GraphNode:
     common: dict[str, Any] = {
         "path": step.path,
         "line": step.node.line,
@@ -147,19 +165,20 @@ def _node(step: Step, decide: dict[int, Any]) -> GraphNode:
             kind="event", event=step.event, retry=step.retry, decide=step.decide,
             decide_expr=_decide_expression(decide.get(id(step))),
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
-            params={name: _value(value) for name, value in step.params.items()}, **common,
+            params={name: _value(value) for name, value in step.params.items()},
+            captures=(captures or {}).get(step.path, ()), **common,
         )
     if isinstance(step, BlockStep):
         return GraphNode(
             kind="parallel" if step.parallel else "steps",
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
-            children=tuple(_node(child, decide) for child in step.steps), **common,
+            children=tuple(_node(child, decide, captures) for child in step.steps), **common,
         )
     return GraphNode(
         kind="if", condition_text=step.condition.text if step.condition else None,
         condition=_condition(step.condition),
-        children=tuple(_node(child, decide) for child in step.then),
-        else_=tuple(_node(child, decide) for child in step.else_), **common,
+        children=tuple(_node(child, decide, captures) for child in step.then),
+        else_=tuple(_node(child, decide, captures) for child in step.else_), **common,
     )
 
 

@@ -45,6 +45,7 @@ class CompiledHook:
     on_error: str
     bindings: ChainBindings  # what the references of its condition, set and action name
     glob: bool = False  # the pattern has wildcards
+    captured: Any = None  # a stored hook: the registering chain's values its action reads (by text)
 
 
 _NONE: tuple[CompiledHook, ...] = ()
@@ -170,6 +171,7 @@ def _compile(hook: "Hook", chain: "Chain", rank: int) -> CompiledHook:
         set={name: _value(value) for name, value in hook.set.items()}, cancel=hook.cancel, action=action,
         strip=f"hook:{hook.id or hook.index + 1}.", mode=hook.mode, max=hook.max, max_depth=hook.max_depth,
         on_error=hook.on_error, bindings=hook.bindings, glob=bool(_GLOB.intersection(hook.trigger.pattern)),
+        captured=hook.captured,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-BindingKind = Literal["latest", "path", "id", "input", "run", "loop", "thread", "payload", "event"]
+BindingKind = Literal["latest", "path", "id", "input", "run", "loop", "thread", "payload", "event", "captured"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +20,12 @@ class Binding:
       its static path;
     - `id`: the step with id `name`;
     - `input`, `run`: the chain's inputs / the run's facts;
-    - `loop`: the loop variable `name`; `thread`, `payload`, `event`: hooks and threads.
+    - `loop`: the loop variable `name`; `thread`, `payload`, `event`: hooks and threads;
+    - `captured`: in a stored hook or task, a value of the registering chain captured when
+      it registered it (`name` is the reference as written, `tools.now.date`).
+
+    `captured` on any other kind: the reference names something of the chain that
+    registers the action it sits in (read when the registering step runs).
 
     For steps, `field` is the step field read (`result`, `status`, ...); `path` holds the
     segments after it (after the name, for the other kinds)."""
@@ -29,6 +34,7 @@ class Binding:
     name: str = ""
     field: str = "result"
     path: tuple[Any, ...] = ()
+    captured: bool = False
 
 
 @dataclass

@@ -157,6 +157,8 @@ class Hook:
     file: str = ""  # the file that defines it
     # what the references of its condition, set and action name: set by the checker's analysis
     bindings: "ChainBindings | None" = None
+    # a stored hook: the values of the registering chain its action captured, by reference text
+    captured: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:

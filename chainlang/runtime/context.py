@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 
 class Clock(Protocol):
@@ -57,6 +57,11 @@ class RunContext:
     state_dir: Path
     progress: ProgressReporter = field(default=lambda message, fraction=None: None)
     notify: Notifier = field(default=lambda text: None)
+    # for the engine's own events (task.*): the project's directory, the run's registry, and
+    # the values of this chain that the step's action captured
+    project: Path | None = None
+    registry: Any = None
+    captured: dict[str, Any] = field(default_factory=dict)
 
     def now(self) -> datetime:
         return self.clock.now()

@@ -62,7 +62,7 @@ async def fire_pre(chain: "ChainRun", hooks: tuple["CompiledHook", ...], step: S
                    params: dict[str, Any]) -> dict[str, Any]:
     """The `pre:` hooks of one step, in order: the params to validate, or Refused."""
     for hook in hooks:
-        context = HookContext(params, {"name": step.event, "params": params, "payload": params})
+        context = HookContext(params, {"name": step.event, "params": params, "payload": params}, hook.captured)
         scope = hook_scope(chain, hook, context)
         held = holds(chain, hook, scope, step.event, step.path, "pre")
         if held is not True:
@@ -79,7 +79,8 @@ async def fire_pre(chain: "ChainRun", hooks: tuple["CompiledHook", ...], step: S
             try:
                 params = {**params, **{name: value.render(scope) for name, value in hook.set.items()}}
                 # its action sees the params it set
-                context = HookContext(params, {"name": step.event, "params": params, "payload": params})
+                context = HookContext(params, {"name": step.event, "params": params, "payload": params},
+                                      hook.captured)
             except ExprEvalError as exc:
                 problem = error_of("hook", f"hook {hook.key}: set (line {hook.line}): {exc.message}", hook=hook.key)
                 finished(chain.run, hook, step.path, "failed", problem, 0.0)
@@ -107,9 +108,10 @@ def fire_post(chain: "ChainRun", hooks: tuple["CompiledHook", ...], event: str, 
     else:
         payload = result
         event_data = {"name": event, "params": params, "result": result, "payload": result}
-    context = HookContext(payload, event_data)
+    shared = HookContext(payload, event_data)
     replay = run.replay
     for hook in hooks:
+        context = HookContext(payload, event_data, hook.captured) if hook.captured else shared
         key = (path or "", hook.key)
         if replay is not None and key in replay.hooks_ended:
             continue  # it finished, or was dropped, before the interruption

@@ -62,11 +62,12 @@ class HookContext:
     """What the references of a hook see besides its action's steps: the trigger's payload
     (bare names) and `event` (name, params, result, payload)."""
 
-    __slots__ = ("payload", "event")
+    __slots__ = ("payload", "event", "captured")
 
-    def __init__(self, payload: Any, event: dict[str, Any]) -> None:
+    def __init__(self, payload: Any, event: dict[str, Any], captured: dict[str, Any] | None = None) -> None:
         self.payload = payload
         self.event = event
+        self.captured = captured or {}  # a stored hook's values of the chain that registered it
 
 
 class Scope:
@@ -179,6 +180,11 @@ class Binder:
         return accessor
 
 
+def accessor(binding: Binding, ref: Ref) -> Accessor:
+    """How to read a bound reference in a scope (a captured one, as the registering chain)."""
+    return _accessor(binding, ref)
+
+
 def _accessor(binding: Binding, ref: Ref) -> Accessor:
     kind, name, rest = binding.kind, binding.name, binding.path
     if kind == "latest":
@@ -193,6 +199,8 @@ def _accessor(binding: Binding, ref: Ref) -> Accessor:
         return lambda scope: walk_path(scope.facts, rest) if rest else scope.facts
     if kind == "loop":
         return lambda scope: walk_path(scope.find_loop(name), rest) if rest else scope.find_loop(name)
+    if kind == "captured":
+        return lambda scope: None if scope.hook is None else scope.hook.captured.get(name)
     if kind == "payload":
         return lambda scope: walk_path(scope.hook.payload, rest) if scope.hook is not None else None
     if kind == "event":

@@ -45,6 +45,8 @@ class RunState:
     events: dict[str, "EventRuntime"] = field(default_factory=dict)
     binders: dict[int, "Binder"] = field(default_factory=dict)
     hooks: "HookSet | None" = None  # the hooks of an emit (a run's are its chain's graph.hook_set)
+    project: "Path | None" = None  # the project's directory (its store, for the task events)
+    captured: dict[str, dict[str, Any]] = field(default_factory=dict)  # step path → what its action captured
     actions: "HookActions | None" = None  # the post-hook actions running beside the chain
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
 

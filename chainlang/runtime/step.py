@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -37,7 +38,7 @@ from chainlang.runtime.outcomes import (
     seconds,
     short,
 )
-from chainlang.runtime.scope import Rec, Scope
+from chainlang.runtime.scope import Rec, Scope, accessor
 from chainlang.journal.values import find_non_json, is_plain_json
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ class StepPipeline:
                     self.fail_early(node, scope, ipath, refused)
         try:
             params = {key: value.render(scope) for key, value in node.params.items()}
+            if node.captures:  # what a registered or scheduled action reads of this chain, as it is now
+                run.captured[ipath] = {key: accessor(replace(binding, captured=False), ref)(scope)
+                                       for key, binding, ref in node.captures}
         except ExprEvalError as exc:
             self.fail_early(node, scope, ipath, error_of("expression", f"params (line {node.line}): {exc.message}"))
         if info is not None:
