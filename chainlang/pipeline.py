@@ -219,8 +219,8 @@ def project_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -
 def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]:
     """What every file of the project sees besides itself (LANGUAGE.md §6.1, §7): the
     chain files of the directories listed in chainlang.toml's `chains` (their names
-    resolve) and every hooks file of the project (their hooks are in force, their events
-    declared). Their problems are not reported here: checking them does that."""
+    resolve), every hooks file of the project and the hooks stored by `task.register`
+    (their hooks are in force, their events declared). Their problems are not reported here: checking them does that."""
     from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
 
@@ -233,7 +233,9 @@ def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]
     paths = discover(d for d in dirs if Path(d).is_dir())
     seen = {os.path.realpath(p) for p in paths} | exclude
     paths.extend(p for p in project_hook_paths(root, recursive=config is not None) if os.path.realpath(p) not in seen)
-    return [load_file(path) for path in paths if os.path.realpath(path) not in exclude]
+    from chainlang.tasks.stored import stored_hook_files
+
+    return [load_file(path) for path in paths if os.path.realpath(path) not in exclude] + stored_hook_files(root)
 
 
 MAX_PROJECT_DIRS = 2_000  # directories searched for hooks files before the project is judged too wide

@@ -25,6 +25,7 @@ EXPECTED = {
     "task.schedule",
     "task.register",
     "task.list",
+    "task.cancel",
     "thread.match",
     "thread.summarize",
     "agent.think",
@@ -81,7 +82,7 @@ def test_declarations_are_complete(name: str) -> None:
     assert spec.params_schema.get("additionalProperties") is False
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run"}  # grows as the stdlib is implemented
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel"}  # grows as the stdlib is implemented
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - IMPLEMENTED))
@@ -157,7 +158,7 @@ def test_loading_is_cached_and_fast() -> None:
 
 def test_registry_from_stdlib() -> None:
     registry = Registry(stdlib_specs())
-    assert registry.match("task.*") == ["task.list", "task.register", "task.schedule"]
+    assert registry.match("task.*") == ["task.cancel", "task.list", "task.register", "task.schedule"]
     assert registry.suggest("tools.date_cal") == "tools.date_calc"
     assert registry.suggest("thread.sumarize") == "thread.summarize"
 

@@ -237,6 +237,28 @@ def emit(name: str, data: str, key: str | None, as_json: bool, transcript: str |
 
 
 @main.command()
+@click.argument("action", type=click.Choice(("list", "show", "cancel", "retry")))
+@click.argument("task_id", required=False)
+@click.option("--status", type=click.Choice(("pending", "active", "completed", "archived", "dead")), default=None,
+              help="With list: only tasks in this state.")
+@_JSON
+def tasks(action: str, task_id: str | None, status: str | None, as_json: bool) -> None:
+    """The project's stored tasks: hooks stored by task.register, and scheduled tasks.
+
+    list: one line each (--status to filter); show TASK_ID: the task, its definition and
+    its runs; cancel TASK_ID: archive it (a hook stops firing); retry TASK_ID: make a dead
+    task active again. Run it in the project's directory.
+    """
+
+    def body() -> int:
+        from chainlang.cli.tasks import tasks_command
+
+        return tasks_command(action, task_id, status, as_json)
+
+    _guarded(body)
+
+
+@main.command()
 def schema() -> None:
     """Print the JSON Schema (draft-07) of chain files, for editors."""
 

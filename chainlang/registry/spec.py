@@ -193,6 +193,8 @@ class EventSpec:
         if not found:
             return False
         module = sys.modules.get(module_name)
+        if module is None and module_name.startswith("chainlang.stdlib."):
+            module = importlib.import_module(module_name)  # our own, small: a module may implement part of a namespace
         if module is not None:
             return _lookup(module, attribute) is not None
         return True

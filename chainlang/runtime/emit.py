@@ -245,7 +245,7 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
                      clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=project.root / ".chainlang" / "state",
                      facts={"id": run_id, "chain": None, "started_at": header["started_at"]}, max_steps=1000,
                      replay=replay, notify=lambda text: shown(redactor.mask(text)), load_chain=project.loader,
-                     hooks=project.hooks, project=project.root)
+                     hooks=project.hooks, project=project.root, base_registry=project.loader.registry)
     actions = state.actions = HookActions(state)
     start = time.perf_counter()
     status, error = "failed", None

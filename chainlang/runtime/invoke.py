@@ -88,7 +88,8 @@ def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, atte
     return RunContext(
         run_id=run.run_id, chain=chain, step=ipath, event=name, attempt=attempt,
         idempotency_key=idempotency_key(run.run_id, ipath, attempt), clock=clock,
-        state_dir=run.state_dir, progress=report, notify=notify, project=run.project, registry=run.registry,
+        state_dir=run.state_dir, progress=report, notify=notify, project=run.project,
+        registry=run.base_registry or run.registry,
         captured=run.captured.get(ipath, {}),
     )
 

@@ -209,7 +209,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,
         notify=tell,
-        load_chain=prepared.loader, project=prepared.root,
+        load_chain=prepared.loader, project=prepared.root, base_registry=prepared.loader.registry,
     )
     start = time.perf_counter()
     status, error = "failed", None

@@ -46,6 +46,8 @@ class RunState:
     binders: dict[int, "Binder"] = field(default_factory=dict)
     hooks: "HookSet | None" = None  # the hooks of an emit (a run's are its chain's graph.hook_set)
     project: "Path | None" = None  # the project's directory (its store, for the task events)
+    # the registry without the running chain's own declarations: what a stored hook is checked with
+    base_registry: "Registry | None" = None
     captured: dict[str, dict[str, Any]] = field(default_factory=dict)  # step path → what its action captured
     actions: "HookActions | None" = None  # the post-hook actions running beside the chain
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)

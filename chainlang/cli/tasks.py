@@ -1,0 +1,78 @@
+"""`chainlang tasks list|show|cancel|retry`: the project's stored tasks (LANGUAGE.md §12),
+read from the store of the project of the working directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from chainlang.pipeline import UsageError
+
+
+def _root() -> Path:
+    from chainlang.config.project import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    try:
+        config = find_project_config(Path.cwd())
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    return Path(config.root) if config is not None else Path.cwd()
+
+
+def _open(create: bool = False) -> Any:
+    from chainlang.store import StoreError, open_store
+    from chainlang.tasks.stored import STORE_FILE, store_exists
+
+    root = _root()
+    if not create and not store_exists(root):
+        return None
+    try:
+        return open_store(root)
+    except StoreError as exc:
+        raise UsageError(f"{root / STORE_FILE}: {exc}") from None
+
+
+def tasks_command(action: str, task_id: str | None, status: str | None, as_json: bool) -> int:
+    from chainlang.stdlib.task import describe
+    from chainlang.store import StoreError
+
+    store = _open()
+    if action == "list":
+        rows = [] if store is None else [describe(t) for t in store.list_tasks(status=status)]
+        if store is not None:
+            store.close()
+        if as_json:
+            print(json.dumps({"tasks": rows}, ensure_ascii=False))
+        elif not rows:
+            print("no stored tasks" + (f" with status {status}" if status else ""))
+        else:
+            for row in rows:
+                what = row.get("trigger") or row.get("due") or ""
+                print(f"{row['task_id']}  {row['type']:6} {row['status']:9} {what}")
+        return 0
+    if task_id is None:
+        raise UsageError(f"chainlang tasks {action} needs a TASK_ID (see chainlang tasks list)")
+    if store is None:
+        raise UsageError(f"{task_id}: no such task (this project has no stored tasks)")
+    try:
+        with store:
+            if action == "show":
+                task = store.get_task(task_id)
+                if task is None:
+                    raise StoreError(f"no task {task_id!r} (see chainlang tasks list)")
+                body: dict[str, Any] = {**describe(task), "created_at": task.created_at,
+                                        "updated_at": task.updated_at, "definition": task.definition}
+                body["runs"] = [{"run_id": r.run_id, "due_at": r.due_at, "status": r.status,
+                                 "transcript": r.transcript} for r in store.runs(task_id)]
+                print(json.dumps(body, ensure_ascii=False, indent=None if as_json else 2))
+                return 0
+            task = store.cancel_task(task_id) if action == "cancel" else store.retry_task(task_id)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if as_json:
+        print(json.dumps(describe(task), ensure_ascii=False))
+    else:
+        print(f"{task.id}: {task.status}")
+    return 0

@@ -1,0 +1,75 @@
+"""Hooks kept in the project's store (`task.register`, LANGUAGE.md §12): checked when they
+are registered exactly as a hook of a hooks file, and in force from then on for every run,
+emit and check of the project.
+
+A stored hook is kept as its definition (the keys of a hook in a hooks file) and the
+values of the registering chain its action captured (by reference text). To be checked,
+compiled or fired it becomes a hooks file of its own, named `.chainlang/store.db#TASK_ID`,
+whose hook resolves the captured references from those values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chainlang.diagnostics import Diagnostic
+    from chainlang.pipeline import LoadedFile
+    from chainlang.registry.registry import Registry
+    from chainlang.store import TaskRecord
+
+STORE_FILE = Path(".chainlang") / "store.db"
+HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "mode", "max", "max_depth", "on_error",
+             "description")
+
+
+def store_exists(root: Path) -> bool:
+    return (root / STORE_FILE).is_file()
+
+
+def hook_file(task_id: str, definition: dict[str, Any], captured: dict[str, Any]) -> "LoadedFile":
+    """The stored hook as a hooks file of its own, its captured values set on its hook."""
+    from chainlang.pipeline import load_file
+
+    text = json.dumps({"hooks": [definition]}, indent=2, ensure_ascii=False) + "\n"
+    loaded = load_file(f"{STORE_FILE.as_posix()}#{task_id}", text=text, kind="hooks")
+    for hook in loaded.chain.hooks:
+        hook.captured = dict(captured)
+    return loaded
+
+
+def stored_hook_files(root: Path) -> list["LoadedFile"]:
+    """The active stored hooks of the project at `root` (none without a store: it is not
+    created for reading)."""
+    if not store_exists(root):
+        return []
+    from chainlang.pipeline import UsageError
+    from chainlang.store import StoreError, open_store
+
+    try:
+        with open_store(root) as store:
+            tasks = store.list_tasks(status="active", kind="hook")
+    except StoreError as exc:
+        raise UsageError(f"the project's stored hooks cannot be read: {exc}") from None
+    return [_file_of(task) for task in tasks]
+
+
+def _file_of(task: "TaskRecord") -> "LoadedFile":
+    data = task.definition if isinstance(task.definition, dict) else {}
+    return hook_file(task.id, dict(data.get("hook") or {}), dict(data.get("captured") or {}))
+
+
+def check_hook(root: Path, registry: "Registry", task_id: str, definition: dict[str, Any],
+               captured: dict[str, Any]) -> list["Diagnostic"]:
+    """The diagnostics of a hook about to be stored, checked with the project around it."""
+    from chainlang.pipeline import check_project, context_files
+
+    loaded = hook_file(task_id, definition, captured)
+    context = [f for f in context_files(root, set()) if f.path != loaded.path]
+    diagnostics, _, _ = check_project([loaded], registry, context)
+    return diagnostics
+
+
+__all__ = ["HOOK_KEYS", "STORE_FILE", "check_hook", "hook_file", "store_exists", "stored_hook_files"]
