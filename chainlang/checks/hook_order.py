@@ -11,7 +11,7 @@ from chainlang.checks.base import CheckContext, suggestion
 from chainlang.checks.cycles import find_cycles
 from chainlang.model.nodes import Hook
 
-RULES = (rules.HOOK_AFTER_UNKNOWN, rules.HOOK_AFTER_CYCLE)
+RULES = (rules.HOOK_AFTER_UNKNOWN, rules.HOOK_AFTER_CYCLE, rules.DUPLICATE_ID)
 
 
 def universe(ctx: CheckContext) -> list[Hook]:
@@ -25,6 +25,12 @@ def universe(ctx: CheckContext) -> list[Hook]:
 def check(ctx: CheckContext) -> None:
     hooks = universe(ctx)
     by_id = {h.id: h for h in hooks if h.id}
+    mine = {id(h) for h in ctx.chain.hooks}
+    for hook in ctx.chain.hooks:  # hooks in force together name their firings by id: one each
+        other = next((h for h in hooks if h.id == hook.id and id(h) not in mine), None) if hook.id else None
+        if other is not None and hook.id_node is not None:
+            ctx.report(rules.DUPLICATE_ID, f"hook id '{hook.id}' is also used by {other.file or 'another hook'}",
+                       hook.id_node, "hooks in force together need different ids: rename one")
     for hook in ctx.chain.hooks:
         for name, node in hook.after:
             if name not in by_id:
