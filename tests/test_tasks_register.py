@@ -153,3 +153,33 @@ def test_tasks_command_errors(project: Path) -> None:
     assert cli(project, "tasks", "cancel", task["task_id"]).stdout.strip() == f"{task['task_id']}: archived"
     assert listed(project)[0]["status"] == "archived"
     assert cli(project, "tasks", "list", "--status", "active").stdout.strip() == "no stored tasks with status active"
+
+
+def test_seed_case_6_a_chain_registers_the_hook_and_the_meeting_is_booked_once(tmp_path: Path) -> None:
+    """The seed's scenario 6 with the example project's stand-in calendar: a chain registers
+    the hook; the mail arrives (emitted twice with one --id, as a webhook may deliver it);
+    calendar.create books one meeting."""
+    import shutil
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    shutil.copyfile(examples / "assistant_tools.py", tmp_path / "assistant_tools.py")
+    (tmp_path / "chainlang.toml").write_text('tools = ["assistant_tools.py"]\n', encoding="utf-8")
+    (tmp_path / "inbox.hooks.yaml").write_text(INBOX, encoding="utf-8")
+    (tmp_path / "automate.chain.yaml").write_text("""\
+steps:
+  - task.register:
+      id: sarah-budget
+      trigger: post:email.received
+      condition: "sender contains 'Sarah' AND (subject contains 'budget' OR body contains 'budget')"
+      action:
+        - calendar.create: {type: meeting, attendees: [Sarah], duration: 30m, title: Budget Discussion}
+        - user.notify: {message: "Scheduled budget meeting with Sarah at {calendar.create.start}"}
+""", encoding="utf-8")
+    assert cli(tmp_path, "run", "automate.chain.yaml").returncode == 0
+    for _ in range(2):
+        fired = cli(tmp_path, "emit", "email.received", "--id", "msg-42", "--now", "2026-11-20T16:50:00+01:00",
+                    "--data", '{"sender": "Sarah Lee", "subject": "Q1 budget review"}')
+        assert fired.returncode == 0, fired.stderr
+    assert "already processed" in fired.stderr
+    calendar = json.loads((tmp_path / ".chainlang" / "state" / "calendar.json").read_text(encoding="utf-8"))
+    assert [(e["title"], e["start"]) for e in calendar] == [("Budget Discussion", "2026-11-23T09:00+01:00")]

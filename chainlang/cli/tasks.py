@@ -23,7 +23,7 @@ def _root() -> Path:
 
 def _open(create: bool = False) -> Any:
     from chainlang.store import StoreError, open_store
-    from chainlang.tasks.stored import STORE_FILE, store_exists
+    from chainlang.tasks.stored import store_exists
 
     root = _root()
     if not create and not store_exists(root):
@@ -31,7 +31,7 @@ def _open(create: bool = False) -> Any:
     try:
         return open_store(root)
     except StoreError as exc:
-        raise UsageError(f"{root / STORE_FILE}: {exc}") from None
+        raise UsageError(str(exc)) from None
 
 
 def tasks_command(action: str, task_id: str | None, status: str | None, as_json: bool) -> int:

@@ -238,7 +238,7 @@ def _explain(store: Store, message: str, doing: str) -> str:
                 f"{store.busy_timeout:g} s) while {doing}; try again when that process is done, or stop it")
     if "not a database" in low or "encrypted" in low:
         return (f"{path} is not an SQLite database, so it cannot be the project's store; move it away "
-                "(a new store is then created) or name another file in [store] url of chainlang.toml")
+                "(a new store is then created)")  # [store] url (another file) is not read from chainlang.toml yet
     if "readonly" in low or "read-only" in low:
         return (f"the store {path} is read-only ({message}); make the file and its directory writable "
                 f"(SQLite writes {path.name}-wal and {path.name}-shm beside it)")
