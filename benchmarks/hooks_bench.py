@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
-import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_bench import EVENT, TOOLS, Sample, Timer, best, sequential_chain  # noqa: E402
+from run_bench import EVENT, Sample, Timer, best, chainlang_run, sequential_chain  # noqa: E402
 
 TARGET_RATE = 100_000  # events per second with no hook matching
 TARGET_STEP_RATIO = 1.2
@@ -71,7 +69,6 @@ def load_hooks(directory: Path) -> tuple[Any, float, float]:
 def dispatcher(hooks: Any) -> Any:
     """What firing does before any action starts: the matching hooks, their conditions."""
     from chainlang.expr.values import truthy
-    from chainlang.model.bindings import ChainBindings
     from chainlang.runtime.scope import Binder, HookContext, Scope
 
     binders: dict[int, Binder] = {}
@@ -85,7 +82,6 @@ def dispatcher(hooks: Any) -> Any:
                 out.append(hook)
         return out
 
-    del ChainBindings
     return dispatch
 
 
@@ -106,20 +102,6 @@ def rate(fn: Any, names: list[str], payload: dict[str, Any], expect: int) -> Sam
     if len(found) != expect:
         raise RuntimeError(f"dispatch found {len(found)} hooks, expected {expect}")
     return timer.sample
-
-
-async def run_chain(chain: Path, transcript: Path) -> Sample:
-    import chainlang
-
-    cpu_at_open: list[float] = []
-    result = await chainlang.run_async(chain, {}, transcript=transcript, tools=[str(TOOLS)], progress=None,
-                                       on_transcript=lambda _: cpu_at_open.append(time.process_time()))
-    cpu_ms = (time.process_time() - cpu_at_open[0]) * 1000
-    if result.status != "ok":
-        raise RuntimeError(f"{chain}: the run ended {result.status}: {result.error or result.diagnostics[:3]}")
-    last = json.loads(transcript.read_text(encoding="utf-8").splitlines()[-1])
-    transcript.unlink()
-    return Sample(float(last["duration_ms"]), cpu_ms)
 
 
 def main() -> int:
@@ -179,8 +161,9 @@ def main() -> int:
         plain_runs: list[Sample] = []
         hooked_runs: list[Sample] = []
         for _ in range(args.repeat):  # alternate, so that load on the machine hits both alike
-            plain_runs.append(asyncio.run(run_chain(plain_dir / "seq.chain.yaml", plain_dir / "t.jsonl")))
-            hooked_runs.append(asyncio.run(run_chain(hooked_dir / "seq.chain.yaml", hooked_dir / "t.jsonl")))
+            plain_runs.append(asyncio.run(chainlang_run(plain_dir / "seq.chain.yaml", plain_dir / "t.jsonl", args.steps)))
+            hooked_runs.append(asyncio.run(chainlang_run(hooked_dir / "seq.chain.yaml", hooked_dir / "t.jsonl",
+                                                         args.steps)))
         plain, hooked = best(plain_runs), best(hooked_runs)
         ratio, cpu_ratio = hooked.wall_ms / plain.wall_ms, hooked.cpu_ms / plain.cpu_ms
         mark = "PASS" if ratio <= TARGET_STEP_RATIO else "MISS"

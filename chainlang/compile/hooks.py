@@ -92,10 +92,6 @@ class HookSet:
             self._memo[key] = found
         return found
 
-    def touches(self, event: str) -> bool:
-        """Whether any hook triggers on `event` (before or after it)."""
-        return bool(self.matching("pre", event)) or bool(self.matching("post", event))
-
     def with_hooks(self, more: "HookSet") -> "HookSet":
         """This set and `more` (a sub-chain's own hooks) as one set, ordered again."""
         if not more:

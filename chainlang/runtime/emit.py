@@ -295,8 +295,7 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
     """Continue an interrupted emit from its (verified) transcript: firings that finished or
     were dropped are not run again; one that fired and did not finish runs again, its
     finished steps taken from the transcript."""
-    from chainlang.journal.records import RecordError
-    from chainlang.runtime.resume import _replay_of
+    from chainlang.runtime.resume import replay_for
     from chainlang.runtime.runner import _project_key, parse_now, run_secrets
 
     emitted = header.get("emit") or {}
@@ -312,13 +311,7 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
     if header.get("file_sha256") != loaded.digest:
         raise UsageError(f"cannot resume: the hooks of {loaded.root} changed since the event was emitted; resuming "
                          "would mix two versions of them (emit the event again instead)")
-    try:
-        replay = _replay_of(recorded, rerun, skip)
-    except RecordError as exc:
-        raise UsageError(f"cannot resume: {where}: {exc}") from None
-    unknown = [s for s in list(rerun) + list(skip) if s not in replay.started or s in replay.finished]
-    if unknown:
-        raise UsageError(f"--rerun/--skip {unknown[0]}: not a step that started and did not finish in this emit")
+    replay = replay_for(recorded, where, rerun, skip)
     pinned = parse_now(header["now"]) if isinstance(header.get("now"), str) else None
     resumed = {**header, "resumed": True, "tools": tools}
     key = _project_key(loaded.root, create=False)

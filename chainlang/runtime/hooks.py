@@ -245,7 +245,6 @@ class HookActions:
     gates: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     main: "asyncio.Task[Any] | None" = None  # the chain's task, cancelled when an action must stop it
     stop: BaseException | dict[str, Any] | None = None
-    failed: list[str] = field(default_factory=list)  # keys of hooks whose action failed
 
     def busy(self, key: str) -> bool:
         return any(f.hook.key == key and not f.restarted for f in self.firings)
@@ -290,12 +289,10 @@ class HookActions:
                     status, error = await run_firing(chain, hook, context, firing.path)
             else:
                 status, error = await run_firing(chain, hook, context, firing.path)
-            if status == "failed":
-                self.failed.append(hook.key)
-                if hook.on_error == "fail":
-                    self.halt(error_of("hook", f"post hook {hook.key} (after step {firing.path or firing.event}) "
-                                               f"failed: {(error or {}).get('message', '')}", hook=hook.key,
-                                       **({"step": firing.path} if firing.path else {})))
+            if status == "failed" and hook.on_error == "fail":
+                self.halt(error_of("hook", f"post hook {hook.key} (after step {firing.path or firing.event}) "
+                                           f"failed: {(error or {}).get('message', '')}", hook=hook.key,
+                                   **({"step": firing.path} if firing.path else {})))
         except asyncio.CancelledError:
             if firing.restarted:
                 return  # recorded dropped when the task has ended (_ended)
@@ -305,7 +302,6 @@ class HookActions:
         except Exception as exc:  # a bug in the engine: the firing fails, visibly, and the run with it
             error = error_of("internal", f"hook {hook.key}: {type(exc).__name__}: {exc}", hook=hook.key)
             finished(self.run, hook, firing.path, "failed", error, 0.0)
-            self.failed.append(hook.key)
             self.halt(error)
 
     def halt(self, why: BaseException | dict[str, Any]) -> None:

@@ -60,7 +60,6 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
                          on_transcript: Callable[[Path], None] | None) -> "RunResult | EmitResult":
-    from chainlang.journal.records import RecordError
     from chainlang.journal.jsonl import TranscriptError, read_transcript
 
     file, emitted = _recorded_start(where)
@@ -105,19 +104,28 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     if digest != prepared.digest:
         raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
                          "the chain (start a new run instead)")
-    try:
-        replay = _replay_of(recorded, frozenset(rerun), frozenset(skip))
-    except RecordError as exc:
-        raise UsageError(f"cannot resume: {where}: {exc}") from None
-    unknown = [s for s in list(rerun) + list(skip) if s not in replay.started or s in replay.finished]
-    if unknown:
-        raise UsageError(f"--rerun/--skip {unknown[0]}: not a step that started and did not finish in this run")
+    replay = replay_for(recorded, where, frozenset(rerun), frozenset(skip))
     pinned = parse_now(header["now"]) if isinstance(header.get("now"), str) else None
     values = dict(header.get("inputs") or {})
     resumed = {**header, "resumed": True, "tools": given_tools}
     key = _project_key(prepared.root, create=False)
     return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify, decider,
                           on_transcript, key, lock, redactor)
+
+
+def replay_for(recorded: "Transcript", where: Path, rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
+    """What resume needs of a verified transcript (of a run or an emit), once `--rerun` and
+    `--skip` are shown to name steps that started and did not finish."""
+    from chainlang.journal.records import RecordError
+
+    try:
+        replay = _replay_of(recorded, rerun, skip)
+    except RecordError as exc:
+        raise UsageError(f"cannot resume: {where}: {exc}") from None
+    unknown = [s for s in list(rerun) + list(skip) if s not in replay.started or s in replay.finished]
+    if unknown:
+        raise UsageError(f"--rerun/--skip {unknown[0]}: not a step that started and did not finish in this run")
+    return replay
 
 
 def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[str]) -> "Replay":

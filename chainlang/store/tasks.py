@@ -149,12 +149,7 @@ class TaskMethods:
         Returns None when the task is not active or someone (`owner` too) holds a lease
         that has not expired; an expired lease is taken over (`lease_reclaimed`).
         """
-        check_key(id, "task id")
-        check_text(owner=owner)
-        at = stamp(now, "now")
-        if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, (int, float)) or not ttl_seconds > 0:
-            raise StoreError(f"ttl_seconds must be a number of seconds > 0, not {ttl_seconds!r}")
-        until = stamp(datetime.fromisoformat(at) + timedelta(seconds=ttl_seconds), "the lease's end")
+        at, until = _lease_span(id, owner, now, ttl_seconds)
         with self._write(f"claiming the task {id!r}") as conn:
             row = _get(conn, id, self.path)
             if row.status != "active" or (row.lease_until is not None and row.lease_until >= at):
@@ -170,12 +165,7 @@ class TaskMethods:
     def renew(self, id: str, owner: str, now: _Moment, ttl_seconds: float) -> Lease | None:
         """Extend `owner`'s lease to `now + ttl_seconds` (for a run that lasts longer than
         its lease); None when `owner` no longer holds it (another owner reclaimed it)."""
-        check_key(id, "task id")
-        check_text(owner=owner)
-        at = stamp(now, "now")
-        if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, (int, float)) or not ttl_seconds > 0:
-            raise StoreError(f"ttl_seconds must be a number of seconds > 0, not {ttl_seconds!r}")
-        until = stamp(datetime.fromisoformat(at) + timedelta(seconds=ttl_seconds), "the lease's end")
+        at, until = _lease_span(id, owner, now, ttl_seconds)
         with self._write(f"renewing the lease of the task {id!r}") as conn:
             row = _get(conn, id, self.path)
             if row.lease_owner != owner:
@@ -351,3 +341,13 @@ def _run(row: Row[Any], new: bool) -> TaskRun:
     return TaskRun(id=int(row.id), task_id=row.task_id, run_id=row.run_id, transcript=row.transcript,
                    due_at=row.due_at, started_at=row.started_at, finished_at=row.finished_at, status=row.status,
                    error=None if row.error is None else json.loads(row.error), new=new)
+
+
+def _lease_span(id: str, owner: str, now: _Moment, ttl_seconds: float) -> tuple[str, str]:
+    """The checked arguments of a lease: its start and its end, as stored."""
+    check_key(id, "task id")
+    check_text(owner=owner)
+    at = stamp(now, "now")
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, (int, float)) or not ttl_seconds > 0:
+        raise StoreError(f"ttl_seconds must be a number of seconds > 0, not {ttl_seconds!r}")
+    return at, stamp(datetime.fromisoformat(at) + timedelta(seconds=ttl_seconds), "the lease's end")
