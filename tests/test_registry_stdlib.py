@@ -23,6 +23,7 @@ EXPECTED = {
     "memory.search",
     "memory.digest",
     "task.schedule",
+    "task.due",
     "task.register",
     "task.list",
     "task.cancel",
@@ -72,6 +73,10 @@ def test_schemas_are_valid_draft7(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_declarations_are_complete(name: str) -> None:
     spec = SPECS[name]
+    if name == "task.due":  # fired by serve: a payload, no tool behind it
+        assert spec.kind == "external" and spec.implementation is None and spec.description
+        assert set(spec.params_schema["required"]) == {"task_id", "due_at"}
+        return
     assert spec.kind == "tool"
     assert spec.description and "\n" not in spec.description
     assert spec.implementation == f"chainlang.stdlib.{name.split('.')[0]}:{spec.implementation.split(':')[1]}"  # type: ignore[union-attr]
@@ -82,7 +87,7 @@ def test_declarations_are_complete(name: str) -> None:
     assert spec.params_schema.get("additionalProperties") is False
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel"}  # grows as the stdlib is implemented
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule"}  # grows as the stdlib is implemented
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - IMPLEMENTED))
@@ -158,7 +163,7 @@ def test_loading_is_cached_and_fast() -> None:
 
 def test_registry_from_stdlib() -> None:
     registry = Registry(stdlib_specs())
-    assert registry.match("task.*") == ["task.cancel", "task.list", "task.register", "task.schedule"]
+    assert registry.match("task.*") == ["task.cancel", "task.due", "task.list", "task.register", "task.schedule"]
     assert registry.suggest("tools.date_cal") == "tools.date_calc"
     assert registry.suggest("thread.sumarize") == "thread.summarize"
 
@@ -232,7 +237,10 @@ def test_task_events() -> None:
     assert not params_ok("task.schedule", {"type": "once", "action": action})  # once needs at
     assert not params_ok("task.schedule", {"type": "delay", "action": action})  # delay needs interval
     assert not params_ok("task.schedule", {"type": "once", "at": "tomorrow", "action": []})
-    assert result_ok("task.schedule", {"task_id": "t1"})
+    assert result_ok("task.schedule", {"task_id": "t1", "next_run": "2024-01-15T17:00:00+00:00"})
+    assert not result_ok("task.schedule", {"task_id": "t1"})
+    assert params_ok("task.schedule", {"type": "repeat", "cron": "0 8 * * 1-5", "action": ["tools.now"]})
+    assert not params_ok("task.schedule", {"type": "repeat", "action": ["tools.now"]})  # interval or cron
 
     hook = {
         "trigger": "post:email.received",

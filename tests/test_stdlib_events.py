@@ -90,7 +90,7 @@ def test_exactly_these_are_implemented() -> None:
     # chain.run is run by the interpreter itself (tests/test_run.py)
     # and the task events that use the project's store (tests/test_tasks_register.py)
     assert {name for name, spec in SPECS.items() if spec.implemented} == set(IMPLEMENTED) | {
-        "chain.run", "task.register", "task.list", "task.cancel"}
+        "chain.run", "task.register", "task.list", "task.cancel", "task.schedule"}
 
 
 # -- tools.now -----------------------------------------------------------------------------

@@ -22,14 +22,14 @@ def _root() -> Path:
 
 
 def _open(create: bool = False) -> Any:
-    from chainlang.store import StoreError, open_store
-    from chainlang.tasks.stored import store_exists
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store, store_exists
 
     root = _root()
-    if not create and not store_exists(root):
-        return None
     try:
-        return open_store(root)
+        if not create and not store_exists(root):
+            return None
+        return project_store(root)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
 

@@ -11,6 +11,14 @@ chains = ["chains"]                         # directories of named chains
 base_url = "http://localhost:11434/v1"      # an OpenAI-compatible endpoint
 model = "phi3"
 api_key_env = "OPENAI_API_KEY"              # the NAME of the variable holding the key, never the key
+
+[store]                                     # the project's store (optional)
+url = "sqlite:///state/chainlang.db"        # default: .chainlang/store.db
+
+[serve]                                     # chainlang serve (optional)
+token_env = "CHAINLANG_TOKEN"               # every request must carry this bearer token; allows other hosts
+grace = "30s"                               # on SIGTERM: how long running actions may take to finish
+max_failures = 3                            # failed runs in a row that make a task dead
 ```
 """
 
@@ -44,16 +52,45 @@ class DecideConfig(BaseModel):
     @field_validator("timeout", mode="before")
     @classmethod
     def _timeout_is_a_duration(cls, value: Any) -> Any:
-        from chainlang.model.durations import DURATION_HINT, parse_duration
+        return _duration(value, 1e-9, 600, "more than 0 and at most 10m")
 
-        if isinstance(value, bool) or not isinstance(value, str):
-            raise ValueError(f"must be a duration in quotes, e.g. \"30s\"; {DURATION_HINT}")
-        seconds = parse_duration(value)
-        if seconds is None:
-            raise ValueError(f"{value!r} is not a duration; {DURATION_HINT}")
-        if not 0 < seconds <= 600:
-            raise ValueError(f"{value!r} is out of range: more than 0 and at most 10m")
-        return value
+
+def _duration(value: Any, least: float, most: float, shown: str) -> Any:
+    from chainlang.model.durations import DURATION_HINT, parse_duration
+
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError(f"must be a duration in quotes, e.g. \"30s\"; {DURATION_HINT}")
+    seconds = parse_duration(value)
+    if seconds is None:
+        raise ValueError(f"{value!r} is not a duration; {DURATION_HINT}")
+    if not least <= seconds <= most:
+        raise ValueError(f"{value!r} is out of range: {shown}")
+    return value
+
+
+class StoreConfig(BaseModel):
+    """`[store]`: where the project's store lives (LANGUAGE.md §12)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = Field(default=None, min_length=1, max_length=2000,
+                            description="sqlite:///PATH (relative to chainlang.toml); default .chainlang/store.db")
+
+
+class ServeConfig(BaseModel):
+    """`[serve]`: the long-running process of the project (`chainlang serve`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token_env: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                  description="name of the environment variable holding the bearer token")
+    grace: str = Field(default="30s", description="on SIGTERM, how long running actions may take to finish")
+    max_failures: int = Field(default=3, ge=1, le=1000, description="failed runs in a row that make a task dead")
+
+    @field_validator("grace", mode="before")
+    @classmethod
+    def _grace_is_a_duration(cls, value: Any) -> Any:
+        return _duration(value, 0, 3600, "0s to 1h")
 
 
 class ConfigFile(BaseModel):
@@ -64,3 +101,5 @@ class ConfigFile(BaseModel):
     tools: list[str] = Field(default_factory=list, description="tool modules or .py files (relative to the toml)")
     chains: list[str] = Field(default_factory=list, description="directories of named chains (relative to the toml)")
     decide: DecideConfig | None = None
+    store: StoreConfig | None = None
+    serve: ServeConfig | None = None

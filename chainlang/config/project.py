@@ -1,7 +1,7 @@
 """`chainlang.toml`: the project configuration, found by walking up from a directory.
 
-Keys (see `config_model.py`): `tools`, `chains`, and an optional `[decide]`
-table for the decide model. Paths in it are relative to the file's directory.
+Keys (see `model.py`): `tools`, `chains`, and the optional tables `[decide]` (the
+decide model), `[store]` (where the store lives) and `[serve]` (chainlang serve). Paths in it are relative to the file's directory.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from chainlang.registry.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chainlang.config.model import DecideConfig
+    from chainlang.config.model import DecideConfig, ServeConfig, StoreConfig
 
 __all__ = ["CONFIG_NAME", "ProjectConfig", "display_path", "find_config", "find_project_config", "load_config"]
 
@@ -29,6 +29,8 @@ class ProjectConfig:
     tools: tuple[str, ...] = ()  # as written: module names or .py paths relative to `root`
     chains: tuple[str, ...] = ()  # as written: directories relative to `root`
     decide: DecideConfig | None = field(default=None)
+    store: StoreConfig | None = field(default=None)
+    serve: ServeConfig | None = field(default=None)
 
     @property
     def root(self) -> Path:
@@ -81,7 +83,8 @@ def load_config(path: Path) -> ProjectConfig:
     except ValidationError as exc:
         problems = "; ".join(_describe_error(error) for error in exc.errors())
         raise ConfigError(f"{shown}: {problems}") from None
-    return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide)
+    return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide,
+                         store=parsed.store, serve=parsed.serve)
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig | None:
@@ -111,7 +114,8 @@ def _describe_error(error: Any) -> str:
 
 
 def _known_keys(parent: tuple[Any, ...]) -> list[str]:
-    from chainlang.config.model import ConfigFile, DecideConfig
+    from chainlang.config.model import ConfigFile, DecideConfig, ServeConfig, StoreConfig
 
-    model: Any = DecideConfig if parent and parent[0] == "decide" else ConfigFile
+    tables: dict[Any, Any] = {"decide": DecideConfig, "store": StoreConfig, "serve": ServeConfig}
+    model: Any = tables.get(parent[0], ConfigFile) if parent else ConfigFile
     return list(model.model_fields)

@@ -26,7 +26,7 @@ from chainlang.registry.spec import (
 
 __all__ = ["DECLARATION_KEYS", "load_declarations", "spec_from_declaration", "stdlib_specs"]
 
-DECLARATION_KEYS = frozenset({"description", "params", "result", "idempotent", "effects", "implementation"})
+DECLARATION_KEYS = frozenset({"description", "params", "result", "idempotent", "effects", "implementation", "kind"})
 _FILE_KEYS = frozenset({"namespace", "description", "events"})
 
 
@@ -88,6 +88,9 @@ def spec_from_declaration(name: str, declaration: object, *, source: str) -> Eve
     idempotent = declaration.get("idempotent", False)
     effects = declaration.get("effects") or {}
     implementation = declaration.get("implementation")
+    kind = declaration.get("kind", "tool")
+    if kind not in ("tool", "external"):
+        raise RegistryError(f"{source}: event '{name}': kind is tool (the default) or external, not {kind!r}")
     if not isinstance(description, str):
         raise RegistryError(f"{source}: event '{name}': description must be text")
     if params is None:
@@ -104,6 +107,11 @@ def spec_from_declaration(name: str, declaration: object, *, source: str) -> Eve
         raise RegistryError(
             f"{source}: event '{name}': implementation must be 'package.module:function', not {implementation!r}"
         )
+    if kind == "external":  # fired by chainlang itself (task.due), not called by a step: params are its payload
+        if implementation is not None or result is not None:
+            raise RegistryError(f"{source}: event '{name}': an external event has a payload (params), no result "
+                                "or implementation")
+        return EventSpec.external_event(name, dict(params), description=description.strip(), source=source)
     return EventSpec(
         name=name,
         description=description.strip(),

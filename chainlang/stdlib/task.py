@@ -6,9 +6,10 @@
   later run, emit and check of the project, until `task.cancel`. Its task id is the `id`
   given, or derived from the step attempt's idempotency key, so a step that runs again after
   a crash finds the hook it stored instead of storing a second one.
+- `task.schedule` stores a timed chain: its times read against the run's clock, its action
+  checked as the action of a hook on `task.due` (the event `chainlang serve` fires when the
+  task is due), with the values it captured.
 - `task.list` lists the stored tasks; `task.cancel` archives one.
-
-`task.schedule` is declared, not implemented: its tasks need `chainlang serve` to fire.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from chainlang.runtime.context import RunContext
     from chainlang.store import Store, TaskRecord
 
-__all__ = ["cancel", "list_tasks", "register"]
+__all__ = ["action_hook", "cancel", "list_tasks", "register", "schedule"]
 
 _STATUSES = ("pending", "active", "completed", "archived", "dead")
 
@@ -29,42 +30,65 @@ def register(ctx: "RunContext", trigger: str, action: list[Any], condition: str 
              max_depth: int | None = None, id: str | None = None, mode: str | None = None,
              description: str | None = None) -> dict[str, Any]:
     """Store a hook of the project; returns `{"task_id": ...}`."""
-    from chainlang.diagnostics import has_errors
-    from chainlang.tasks.stored import check_hook
-
-    root = _project(ctx)
-    task_id = id or "task-" + hashlib.sha256(ctx.idempotency_key.encode("utf-8")).hexdigest()[:12]
-    origin = f"{ctx.run_id}/{ctx.step}"
+    root, task_id, origin = _project(ctx), _task_id(ctx, id), f"{ctx.run_id}/{ctx.step}"
     definition: dict[str, Any] = {"id": task_id, "trigger": trigger, "action": action}
     optional = {"condition": condition, "max_depth": max_depth, "mode": mode, "description": description}
     definition.update({k: v for k, v in optional.items() if v is not None})
     if priority:
         definition["priority"] = priority
     with _store(root) as store:
-        existing = store.get_task(task_id)
-        if existing is not None:
-            if existing.origin == origin and existing.status == "active":
-                return {"task_id": task_id}  # this very step stored it before an interruption
-            raise ValueError(f"a task with id {task_id!r} exists already ({existing.status}, registered by "
-                             f"{existing.origin or 'another run'}); cancel it first (chainlang tasks cancel "
-                             f"{task_id}) or give another id")
-        diagnostics = check_hook(root, ctx.registry, task_id, definition, dict(ctx.captured))
-        if has_errors(diagnostics):
-            errors = [d for d in diagnostics if d.severity == "error"]
-            shown = "; ".join(f"{d.line}:{d.column}: {d.message}" for d in errors[:3])
-            more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-            raise ValueError(f"the hook does not check, so it was not stored: {shown}{more}")
-        store.add_task("hook", {"hook": definition, "captured": dict(ctx.captured)}, id=task_id, origin=origin)
+        if _stored_before(store, task_id, origin) is not None:
+            return {"task_id": task_id}  # this very step stored it before an interruption
+        _check(root, ctx, task_id, definition)
+        _add(store, "hook", {"hook": definition, "captured": dict(ctx.captured)}, task_id, origin)
     return {"task_id": task_id}
+
+
+def schedule(ctx: "RunContext", type: str, action: list[Any], at: str | None = None, interval: str | None = None,
+             cron: str | None = None, misfire: str = "once", id: str | None = None,
+             description: str | None = None) -> dict[str, Any]:
+    """Store a timed chain of the project; returns `{"task_id": ..., "next_run": ...}`.
+
+    The times are read against the run's clock now; `chainlang serve` runs the action when
+    it is due, as a firing of `task.due`.
+    """
+    from chainlang.tasks.when import ScheduleError, parse_schedule
+
+    root, task_id, origin = _project(ctx), _task_id(ctx, id), f"{ctx.run_id}/{ctx.step}"
+    given = {k: v for k, v in {"type": type, "at": at, "interval": interval, "cron": cron}.items() if v is not None}
+    try:
+        timing = parse_schedule(given, ctx.now())
+    except ScheduleError as exc:
+        raise ValueError(f"the task was not scheduled: {exc}") from None
+    definition: dict[str, Any] = {"schedule": given, "misfire": misfire, "action": action,
+                                  "captured": dict(ctx.captured), "timing": timing.to_json()}
+    if description is not None:
+        definition["description"] = description
+    with _store(root) as store:
+        found = _stored_before(store, task_id, origin)
+        if found is not None:
+            return {"task_id": task_id, "next_run": str((found.definition.get("timing") or {}).get("first"))}
+        _check(root, ctx, task_id, action_hook(task_id, action), "action")
+        _add(store, "schedule", definition, task_id, origin, next_run=timing.first)
+    return {"task_id": task_id, "next_run": timing.first.isoformat()}
+
+
+def action_hook(task_id: str, action: list[Any]) -> dict[str, Any]:
+    """A scheduled task's action as the hook that runs it: a firing of `task.due`."""
+    return {"id": task_id, "trigger": "post:task.due", "action": action}
 
 
 def list_tasks(ctx: "RunContext", filter: dict[str, Any] | None = None, status: str | None = None) -> dict[str, Any]:
     """The stored tasks (optionally of one status, and whose fields equal `filter`'s)."""
+    from chainlang.store import StoreError
     from chainlang.tasks.stored import store_exists
 
     root = _project(ctx)
-    if not store_exists(root):
-        return {"tasks": []}
+    try:
+        if not store_exists(root):
+            return {"tasks": []}
+    except StoreError as exc:
+        raise ValueError(f"the project's store cannot be opened: {exc}") from None
     with _store(root) as store:
         tasks = [describe(task) for task in store.list_tasks(status=status)]
     wanted = dict(filter or {})
@@ -94,10 +118,13 @@ def describe(task: "TaskRecord") -> dict[str, Any]:
             if key in hook:
                 out[key] = hook[key]
     else:
-        out["type"] = str(data.get("type", "once"))
-        for key in ("at", "interval", "cron", "action"):
-            if key in data:
-                out[key] = data[key]
+        timing = data.get("schedule") or {}
+        out["type"] = str(timing.get("type", "once"))
+        for key in ("at", "interval", "cron"):
+            if key in timing:
+                out[key] = timing[key]
+        if "action" in data:
+            out["action"] = data["action"]
         if task.next_run:
             out["due"] = task.next_run
     if task.last_run:
@@ -108,6 +135,45 @@ def describe(task: "TaskRecord") -> dict[str, Any]:
     return out
 
 
+def _task_id(ctx: "RunContext", given: str | None) -> str:
+    # derived from the step attempt's key: the same step run again (a resume) finds its task
+    return given or "task-" + hashlib.sha256(ctx.idempotency_key.encode("utf-8")).hexdigest()[:12]
+
+
+def _stored_before(store: "Store", task_id: str, origin: str) -> "TaskRecord | None":
+    """The task this very step stored before an interruption; raises if another owns the id."""
+    existing = store.get_task(task_id)
+    if existing is None:
+        return None
+    if existing.origin == origin and existing.status == "active":
+        return existing
+    raise ValueError(f"a task with id {task_id!r} exists already ({existing.status}, registered by "
+                     f"{existing.origin or 'another run'}); cancel it first (chainlang tasks cancel "
+                     f"{task_id}) or give another id")
+
+
+def _check(root: Any, ctx: "RunContext", task_id: str, hook: dict[str, Any], what: str = "hook") -> None:
+    """Check the hook (or a schedule's action, as its hook) as a hook of a hooks file."""
+    from chainlang.diagnostics import has_errors
+    from chainlang.tasks.stored import check_hook
+
+    diagnostics = check_hook(root, ctx.registry, task_id, hook, dict(ctx.captured))
+    if has_errors(diagnostics):
+        errors = [d for d in diagnostics if d.severity == "error"]
+        shown = "; ".join(f"{d.line}:{d.column}: {d.message}" for d in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise ValueError(f"the {what} does not check, so it was not stored: {shown}{more}")
+
+
+def _add(store: "Store", kind: str, definition: dict[str, Any], task_id: str, origin: str, **extra: Any) -> None:
+    from chainlang.store import StoreError
+
+    try:
+        store.add_task(kind, definition, id=task_id, origin=origin, **extra)
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _project(ctx: "RunContext") -> Any:
     if ctx.project is None:
         raise ValueError("the task events need the project's store: run them with chainlang run or chainlang emit")
@@ -115,9 +181,10 @@ def _project(ctx: "RunContext") -> Any:
 
 
 def _store(root: Any) -> "Store":
-    from chainlang.store import StoreError, open_store
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store
 
     try:
-        return open_store(root)
+        return project_store(root)
     except StoreError as exc:
         raise ValueError(f"the project's store cannot be opened: {exc}") from None

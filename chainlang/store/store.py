@@ -37,7 +37,7 @@ from .schema import EMITS, EVENT_LOG, SCHEMA_VERSION, NewerSchema, migrate, now,
 from .schema import append_event as _append
 from .tasks import TaskMethods
 
-__all__ = ["DEFAULT_PATH", "Store", "open_store"]
+__all__ = ["DEFAULT_PATH", "Store", "open_store", "sqlite_path"]
 
 DEFAULT_PATH = Path(".chainlang") / "store.db"
 _BEGIN = "chainlang_begin"  # execution option: the BEGIN mode of a transaction
@@ -61,7 +61,7 @@ def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0
             raise StoreError(f"cannot create {path.parent} for the project's store: {e.strerror}; "
                              f"check that {root} is a writable directory") from e
     else:
-        path = _sqlite_path(root, url)
+        path = sqlite_path(root, url)
     store = Store(path, busy_timeout)
     try:
         store._migrate()
@@ -71,7 +71,8 @@ def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0
     return store
 
 
-def _sqlite_path(root: Path, url: str) -> Path:
+def sqlite_path(root: Path, url: str) -> Path:
+    """The file of an SQLite `[store] url`, relative paths read from `root`."""
     try:
         parsed = make_url(url)
     except sa_exc.ArgumentError:
@@ -145,6 +146,24 @@ class Store(TaskMethods):
             if done.rowcount != 1:
                 raise StoreError(f"no emit with id {key!r} in {self.path}: it was never claimed")
             _append(conn, at, "emit_finished", key, {"status": status})
+
+    def started_emits(self, limit: int = 10_000) -> list[EmitClaim]:
+        """The emits claimed and not finished (an interrupted serve's), oldest first."""
+        with self._read("reading the unfinished emits") as conn:
+            rows = conn.execute(select(EMITS).where(EMITS.c.status == "started")
+                                .order_by(EMITS.c.created_at).limit(limit)).all()
+        return [_claim(row, new=False) for row in rows]
+
+    def drop_emit(self, key: str, why: str) -> bool:
+        """Forget the claim of `key` whose run never started (nothing was recorded, so nothing
+        was acknowledged): the sender may send it again. False when it had finished."""
+        check_key(key)
+        _check_text(why=why)
+        with self._write(f"dropping the emit id {key!r}") as conn:
+            done = conn.execute(EMITS.delete().where(EMITS.c.key == key, EMITS.c.status == "started"))
+            if done.rowcount == 1:
+                _append(conn, now(), "emit_dropped", key, {"why": why})
+            return done.rowcount == 1
 
     def get_emit(self, key: str) -> EmitClaim | None:
         check_key(key)
@@ -238,13 +257,16 @@ def _explain(store: Store, message: str, doing: str) -> str:
                 f"{store.busy_timeout:g} s) while {doing}; try again when that process is done, or stop it")
     if "not a database" in low or "encrypted" in low:
         return (f"{path} is not an SQLite database, so it cannot be the project's store; move it away "
-                "(a new store is then created)")  # [store] url (another file) is not read from chainlang.toml yet
+                "(a new store is then created), or name another file in [store] url of chainlang.toml")
     if "readonly" in low or "read-only" in low:
         return (f"the store {path} is read-only ({message}); make the file and its directory writable "
                 f"(SQLite writes {path.name}-wal and {path.name}-shm beside it)")
     if "unable to open" in low:
         return (f"cannot open the store {path}: its directory is missing or not writable; create it or "
                 "make it writable")
+    if "full" in low:
+        return (f"the store {path} cannot grow: the disk is full ({message}) while {doing}; nothing of this "
+                "change was written; free space and try again")
     if "malformed" in low or "corrupt" in low:
         return (f"the store {path} is damaged ({message}); restore it from a backup, or move it away to "
                 "start a new one")

@@ -143,6 +143,15 @@ class TaskMethods:
         with self._read("reading the due tasks") as conn:
             return [_task(row) for row in conn.execute(query).all()]
 
+    def next_due(self) -> str | None:
+        """When the earliest active schedule is due (stored form), None when none is."""
+        from sqlalchemy import func
+
+        query = select(func.min(TASKS.c.next_run)).where(TASKS.c.kind == "schedule", TASKS.c.status == "active")
+        with self._read("reading when the next task is due") as conn:
+            found = conn.execute(query).scalar()
+        return None if found is None else str(found)
+
     def claim(self, id: str, owner: str, now: _Moment, ttl_seconds: float) -> Lease | None:
         """Take the lease of an active task for `owner` until `now + ttl_seconds`.
 
@@ -269,6 +278,52 @@ class TaskMethods:
                 append_event(conn, logged, "task_dead", task_id,
                              {"failures": failures, "max_failures": max_failures, "run_id": run.run_id})
             return _task(_get(conn, task_id, self.path))
+
+    def skip_firing(self, task_id: str, owner: str, due_at: _Moment, next_run: _Moment | None) -> TaskRecord:
+        """Move a task held by `owner` past a firing it will not run (`misfire: skip`): its
+        next run becomes `next_run` (None: a schedule is `completed`) and the lease is released."""
+        check_key(task_id, "task id")
+        check_text(owner=owner)
+        due = stamp(due_at, "due_at")
+        nxt = None if next_run is None else stamp(next_run, "next_run")
+        with self._write(f"skipping a firing of the task {task_id!r}") as conn:
+            row = _get(conn, task_id, self.path)
+            if row.lease_owner != owner:
+                raise StoreError(f"{owner!r} does not hold the lease of the task {task_id!r}: claim it first")
+            status = "completed" if nxt is None and row.status == "active" and row.kind == "schedule" else row.status
+            logged = now_()
+            _change(conn, row, self.path, next_run=nxt, status=status, lease_owner=None, lease_until=None,
+                    updated_at=logged)
+            append_event(conn, logged, "firing_skipped", task_id, {"owner": owner, "due_at": due, "next_run": nxt})
+            return _task(_get(conn, task_id, self.path))
+
+    def open_run(self, task_id: str) -> TaskRun | None:
+        """The task's run that started and has not finished (an interrupted firing), if any."""
+        check_key(task_id, "task id")
+        with self._read(f"reading the open run of the task {task_id!r}") as conn:
+            row = conn.execute(select(TASK_RUNS).where(TASK_RUNS.c.task_id == task_id,
+                                                       TASK_RUNS.c.status == "running")
+                               .order_by(TASK_RUNS.c.id).limit(1)).first()
+        return None if row is None else _run(row, new=False)
+
+    def leases(self) -> list[Lease]:
+        """The leases held now (expired or not), to find those of processes that are gone."""
+        with self._read("reading the leases") as conn:
+            rows = conn.execute(select(TASKS).where(TASKS.c.lease_owner.is_not(None))).all()
+        return [Lease(task_id=r.id, owner=r.lease_owner, until=r.lease_until, version=int(r.version)) for r in rows]
+
+    def expire_lease(self, task_id: str, owner: str, why: str) -> bool:
+        """End `owner`'s lease at once (its process is gone): the task may be claimed again."""
+        check_key(task_id, "task id")
+        check_text(owner=owner, why=why)
+        with self._write(f"expiring the lease of the task {task_id!r}") as conn:
+            row = _get(conn, task_id, self.path)
+            if row.lease_owner != owner:
+                return False
+            logged = now_()
+            _change(conn, row, self.path, lease_owner=None, lease_until=None, updated_at=logged)
+            append_event(conn, logged, "lease_expired", task_id, {"owner": owner, "why": why})
+            return True
 
     def runs(self, task_id: str) -> list[TaskRun]:
         """The runs of a task, in the order they started."""

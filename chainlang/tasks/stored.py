@@ -18,15 +18,44 @@ if TYPE_CHECKING:
     from chainlang.diagnostics import Diagnostic
     from chainlang.pipeline import LoadedFile
     from chainlang.registry.registry import Registry
-    from chainlang.store import TaskRecord
+    from chainlang.store import Store, TaskRecord
 
 STORE_FILE = Path(".chainlang") / "store.db"
 HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "mode", "max", "max_depth", "on_error",
              "description")
 
 
+def store_url(root: Path) -> str | None:
+    """`[store] url` of the project at `root` (None: the default `.chainlang/store.db`)."""
+    from chainlang.config.project import CONFIG_NAME, load_config
+    from chainlang.registry.errors import ConfigError
+    from chainlang.store import StoreError
+
+    toml = Path(root) / CONFIG_NAME
+    if not toml.is_file():
+        return None
+    try:
+        config = load_config(toml)
+    except ConfigError as exc:
+        raise StoreError(str(exc)) from None
+    return config.store.url if config.store is not None else None
+
+
 def store_exists(root: Path) -> bool:
-    return (root / STORE_FILE).is_file()
+    """Whether the project at `root` has a store yet (reading never creates one)."""
+    url = store_url(root)
+    if url is None:
+        return (root / STORE_FILE).is_file()
+    from chainlang.store.store import sqlite_path
+
+    return sqlite_path(root, url).is_file()
+
+
+def project_store(root: Path) -> "Store":
+    """Open the store of the project at `root` where `[store] url` says (creating it)."""
+    from chainlang.store import open_store
+
+    return open_store(root, store_url(root))
 
 
 def hook_file(task_id: str, definition: dict[str, Any], captured: dict[str, Any]) -> "LoadedFile":
@@ -43,13 +72,18 @@ def hook_file(task_id: str, definition: dict[str, Any], captured: dict[str, Any]
 def stored_hook_files(root: Path) -> list["LoadedFile"]:
     """The active stored hooks of the project at `root` (none without a store: it is not
     created for reading)."""
-    if not store_exists(root):
-        return []
     from chainlang.pipeline import UsageError
-    from chainlang.store import StoreError, open_store
+    from chainlang.store import StoreError
 
     try:
-        with open_store(root) as store:
+        if not store_exists(root):
+            return []
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    from chainlang.store import StoreError
+
+    try:
+        with project_store(root) as store:
             tasks = store.list_tasks(status="active", kind="hook")
     except StoreError as exc:
         raise UsageError(f"the project's stored hooks cannot be read: {exc}") from None
@@ -72,4 +106,5 @@ def check_hook(root: Path, registry: "Registry", task_id: str, definition: dict[
     return diagnostics
 
 
-__all__ = ["HOOK_KEYS", "STORE_FILE", "check_hook", "hook_file", "store_exists", "stored_hook_files"]
+__all__ = ["HOOK_KEYS", "STORE_FILE", "check_hook", "hook_file", "project_store", "store_exists", "store_url",
+           "stored_hook_files"]
