@@ -36,6 +36,12 @@ def _usage_exit(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def _usage(message: str) -> Exception:
+    from chainlang.pipeline import UsageError
+
+    return UsageError(message)
+
+
 def _guarded(fn: Callable[[], int]) -> None:
     """Run a command body: usage errors exit 2 with one line; so does anything unexpected."""
     from chainlang.pipeline import UsageError
@@ -214,11 +220,14 @@ def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[
 @click.option("--transcript", type=click.Path(), default=None,
               help="Where to write the JSONL transcript (default: .chainlang/runs/RUN_ID.jsonl in the project).")
 @click.option("--now", default=None, metavar="ISO-8601", help="Pin the clock the hooks' actions read.")
+@click.option("--to", "to", default=None, metavar="URL",
+              help="Post the event to a running chainlang serve (its base URL, http://HOST:PORT) instead.")
+@click.option("--no-wait", is_flag=True, help="With --to: return once serve has recorded the event (202).")
 @_tools_option
 @_PROGRESS
 @_COLOR
 def emit(name: str, data: str, key: str | None, as_json: bool, transcript: str | None, now: str | None,
-         tools: tuple[str, ...], progress: str, color: bool | None) -> None:
+         to: str | None, no_wait: bool, tools: tuple[str, ...], progress: str, color: bool | None) -> None:
     """Fire an external event: the matching post: hooks of the project run.
 
     Run it in the project's directory. The data is checked against the payload declared for
@@ -229,8 +238,16 @@ def emit(name: str, data: str, key: str | None, as_json: bool, transcript: str |
     """
 
     def body() -> int:
+        if to is not None:
+            from chainlang.cli.post import post_command
+
+            if transcript is not None or now is not None or tools:
+                raise _usage("--to posts to a serve: --transcript, --now and --tools are the serve's own")
+            return post_command(to, name, data, key, as_json, not no_wait, color)
         from chainlang.cli.run import emit_command
 
+        if no_wait:
+            raise _usage("--no-wait goes with --to")
         return emit_command(name, data, key, as_json, transcript, now, tools, progress, color)
 
     _guarded(body)
@@ -254,6 +271,46 @@ def tasks(action: str, task_id: str | None, status: str | None, as_json: bool) -
         from chainlang.cli.tasks import tasks_command
 
         return tasks_command(action, task_id, status, as_json)
+
+    _guarded(body)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to listen on; other than loopback only with [serve] token_env set.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="The port (0: any free one, printed when listening).")
+@click.option("--grace", default=None, metavar="DURATION",
+              help="On SIGTERM, how long running actions may take to finish (default: [serve] grace, 30s).")
+@_tools_option
+def serve(host: str, port: int, grace: str | None, tools: tuple[str, ...]) -> None:
+    """Run the project: fire its scheduled tasks when due, take external events over HTTP.
+
+    Run it in the project's directory. POST /events/NAME (a JSON payload, optional
+    Idempotency-Key header) fires the hooks on post:NAME; GET /runs/ID, /healthz and
+    /metrics (Prometheus) answer too. SIGTERM or Ctrl-C stops it: running actions get the
+    grace period, the rest are recorded interrupted and resumed by the next serve.
+    """
+
+    def body() -> int:
+        from pathlib import Path
+
+        from chainlang.model.durations import parse_duration
+        from chainlang.serve.process import ServeOptions, serve_async
+        from chainlang.runtime.calls import run_loop
+
+        seconds = None
+        if grace is not None:
+            seconds = parse_duration(grace)
+            if seconds is None or not 0 <= seconds <= 3600:
+                raise _usage(f"--grace {grace}: give a duration from 0s to 1h, e.g. 30s")
+        try:
+            import aiohttp  # noqa: F401
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise _usage("chainlang serve needs the serve extra: pip install 'chainlang[serve]'") from None
+        options = ServeOptions(host=host, port=port, tools=tools, grace=seconds)
+        return int(run_loop(serve_async(Path.cwd(), options)))
 
     _guarded(body)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from chainlang.pipeline import UsageError
 
 if TYPE_CHECKING:
-    from chainlang.compile.hooks import HookSet
+    from chainlang.compile.hooks import CompiledHook, HookSet
     from chainlang.diagnostics import Diagnostic
     from chainlang.journal.lock import RunLock
     from chainlang.journal.records import Record
@@ -122,6 +122,9 @@ def check_payload(project: Project, name: str, data: Any) -> list[str]:
     if spec.kind != "external":
         raise UsageError(f"{name} is a {spec.kind}, not an external event: emit fires events that come from outside "
                          f"(declared under events:); run a chain to call {name}")
+    if spec.source.startswith("stdlib/"):
+        raise UsageError(f"{name} is fired by chainlang itself (chainlang serve fires task.due when a scheduled "
+                         "task is due); it cannot be emitted")
     if not isinstance(data, dict):
         return [f"the data must be a JSON object (the payload of {name}), not {type(data).__name__}"]
     return schema_checker(spec.params_schema)(data)
@@ -189,8 +192,10 @@ async def emit_async(
 
 async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any], pinned: datetime | None,
                replay: "Replay | None", progress: "ProgressView | None", notify: Callable[[str], None] | None,
-               decider: Any, key: bytes, lock: "RunLock", redactor: "Redactor") -> EmitResult:
-    """Write the transcript of one emit while its hooks fire; wait for their actions."""
+               decider: Any, key: bytes, lock: "RunLock", redactor: "Redactor",
+               top: "tuple[CompiledHook, ...] | None" = None) -> EmitResult:
+    """Write the transcript of one emit while its hooks fire; wait for their actions.
+    `top`: the hooks to fire for the event (default: the project's that match it)."""
     import asyncio
 
     from chainlang.compile import ExecutionGraph
@@ -253,11 +258,11 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
         started = decode({"type": "run_started", **header})
         assert isinstance(started, RunStarted)
         record(started)
-        top = ChainRun(state, limits, {})
-        hooks = project.hooks.matching("post", name) if project.hooks is not None else ()
+        hooks = top if top is not None else project.hooks.matching("post", name) if project.hooks is not None else ()
+        top_run = ChainRun(state, limits, {})
 
         async def body() -> tuple[str, dict[str, Any], dict[str, Any] | None]:
-            fire_post(top, hooks, name, None, None, None, payload=data, external=True)
+            fire_post(top_run, hooks, name, None, None, None, payload=data, external=True)
             return "ok", {}, None
 
         try:
@@ -308,7 +313,13 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
     if loaded.hooks is None:
         return EmitResult(recorded.run_id, name, "invalid", diagnostics=loaded.diagnostics, sources=loaded.sources,
                           transcript=where)
-    if header.get("file_sha256") != loaded.digest:
+    top, digest = None, loaded.digest
+    if isinstance(emitted.get("task"), str):  # a firing of a scheduled task (chainlang serve)
+        firing = _task_firing(loaded, emitted["task"])
+        if not firing.ok:
+            return EmitResult(recorded.run_id, name, "invalid", diagnostics=firing.diagnostics, transcript=where)
+        top, digest = firing.top, firing.digest
+    if header.get("file_sha256") != digest:
         raise UsageError(f"cannot resume: the hooks of {loaded.root} changed since the event was emitted; resuming "
                          "would mix two versions of them (emit the event again instead)")
     replay = replay_for(recorded, where, rerun, skip)
@@ -316,37 +327,55 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
     resumed = {**header, "resumed": True, "tools": tools}
     key = _project_key(loaded.root, create=False)
     result = await fire(loaded, recorded.run_id, where, resumed, pinned, replay, progress, notify, decider, key, lock,
-                        run_secrets(loaded.config))
+                        run_secrets(loaded.config), top)
     if isinstance(emitted.get("id"), str):
         _finish(loaded.root, emitted["id"], result.status)
     return result
 
 
-def _lookup(root: Path, key: str) -> Any:
-    from chainlang.store import StoreError, open_store
+def _task_firing(project: Project, task_id: str) -> Any:
+    from chainlang.store import StoreError
+    from chainlang.tasks.firing import task_firing
+    from chainlang.tasks.stored import project_store
 
     try:
-        with open_store(root) as store:
+        with project_store(project.root) as store:
+            task = store.get_task(task_id)
+    except StoreError as exc:
+        raise UsageError(f"cannot resume the firing of the task {task_id}: {exc}") from None
+    if task is None or task.kind != "schedule":
+        raise UsageError(f"cannot resume: the task {task_id} is no longer in the project's store")
+    return task_firing(project, task)
+
+
+def _lookup(root: Path, key: str) -> Any:
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store
+
+    try:
+        with project_store(root) as store:
             return store.get_emit(key)
     except StoreError as exc:
         raise UsageError(f"--id {key}: {exc}") from None
 
 
 def _claim(root: Path, key: str, event: str, run_id: str, where: Path) -> Any:
-    from chainlang.store import StoreError, open_store
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store
 
     try:
-        with open_store(root) as store:
+        with project_store(root) as store:
             return store.claim_emit(key, event, run_id, str(where))
     except StoreError as exc:
         raise UsageError(f"--id {key}: {exc}") from None
 
 
 def _finish(root: Path, key: str, status: str) -> None:
-    from chainlang.store import StoreError, open_store
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store
 
     try:
-        with open_store(root) as store:
+        with project_store(root) as store:
             store.finish_emit(key, status)
     except StoreError as exc:
         raise UsageError(f"--id {key}: the emit ran (status {status}) but the store could not record it: {exc}") from None

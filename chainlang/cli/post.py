@@ -1,0 +1,91 @@
+"""`chainlang emit NAME --data JSON --to URL`: post an external event to a running
+`chainlang serve` (httpx), and report it as a local emit would (same lines, same exit codes).
+
+The bearer token, when the serve needs one, is read from the variable that `[serve]
+token_env` of the project's chainlang.toml names, else from CHAINLANG_TOKEN.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from chainlang.pipeline import UsageError
+
+TIMEOUT = 600.0  # seconds to wait for the hooks' actions (with wait); the connection itself: 10 s
+
+
+def _token() -> str | None:
+    from chainlang.config.project import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    try:
+        config = find_project_config(Path.cwd())
+    except RegistryError:
+        config = None
+    name = config.serve.token_env if config is not None and config.serve is not None else None
+    return os.environ.get(name or "CHAINLANG_TOKEN") or None
+
+
+def post_command(to: str, name: str, data_text: str, key: str | None, as_json: bool, wait: bool,
+                 color: bool | None) -> int:
+    import httpx
+
+    from chainlang.cli.run import _no_constant, _out, report_emit
+    from chainlang.runtime.emit import EmitResult
+
+    parts = urlsplit(to)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--to {to}: give the serve's base URL, e.g. http://127.0.0.1:8765")
+    try:
+        data = json.loads(data_text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise UsageError(f"--data: not JSON ({exc}); give the payload as a JSON object") from None
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    token = _token()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    url = to.rstrip("/") + "/events/" + quote(name, safe="") + ("?wait=1" if wait else "")
+    try:
+        reply = httpx.post(url, content=json.dumps(data).encode("utf-8"), headers=headers,
+                           timeout=httpx.Timeout(TIMEOUT, connect=10.0))
+    except httpx.HTTPError as exc:
+        raise UsageError(f"cannot reach serve at {to}: {exc or type(exc).__name__}; is chainlang serve "
+                         "running there?") from None
+    try:
+        body: dict[str, Any] = reply.json()
+        if not isinstance(body, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        raise UsageError(f"{to} answered {reply.status_code} with a body that is not chainlang serve's JSON") from None
+    if reply.status_code == 202:
+        if as_json:
+            _out(lambda a: json.dumps(body, ensure_ascii=a) + "\n")
+        else:
+            _out(lambda _a: f"emit {name}: recorded by serve as run {body.get('run_id')} ({body.get('run')})\n")
+        return 0
+    if reply.status_code == 200:
+        status = str(body.get("status"))
+        result = EmitResult(body.get("run_id"), str(body.get("event", name)), status,
+                            list(body.get("fired") or []), body.get("error"),
+                            Path(body["transcript"]) if body.get("transcript") else None,
+                            float(body.get("duration_ms") or 0), list(body.get("errors") or []),
+                            previous=body.get("previous"))
+        return report_emit(result, as_json, color)
+    if reply.status_code == 422:
+        result = EmitResult(None, name, "invalid", errors=[str(e) for e in body.get("errors") or []])
+        return report_emit(result, as_json, color)
+    message = str(body.get("error") or f"serve answered {reply.status_code}")
+    if reply.status_code == 503:
+        from chainlang.cli.run import _err
+
+        _err(f"emit {name}: serve at {to} cannot take it now: {message}")
+        for line in body.get("diagnostics") or []:
+            _err(f"  {line}")
+        return 1
+    raise UsageError(f"serve at {to} refused the event ({reply.status_code}): {message}")

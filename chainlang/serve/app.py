@@ -1,0 +1,140 @@
+"""The HTTP side of `chainlang serve` (aiohttp): routes, the bearer token, request limits.
+
+aiohttp was chosen over Starlette + uvicorn because serve must own its event loop and its
+signals: its `AppRunner` serves inside our loop, so SIGTERM stops intake, drains the
+running actions and records the rest in the order §12 asks, with no server of its own
+racing us for the signal. It is one well-kept package (server and client, C-accelerated
+HTTP parser), in the `serve` extra, imported only by `chainlang serve`.
+
+Routes:
+- `POST /events/{name}`: a JSON object, the event's payload; optional `Idempotency-Key`
+  header. 202 once the event is recorded (its transcript has begun), or 200 with how its
+  hooks ended with `?wait=1`; 200 `duplicate` for a key seen before; 400 a malformed body,
+  404 an unknown event, 413 too large, 422 a payload that does not match, 503 while
+  stopping (or when the project's hooks have errors).
+- `GET /runs/{id}`: a run's state (from its transcript); `GET /healthz`; `GET /metrics`.
+
+Every error is a JSON object `{"error": ...}`; no request can make it print a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from chainlang.serve.engine import Engine
+    from chainlang.serve.scheduler import Scheduler
+
+__all__ = ["MAX_BODY", "make_app"]
+
+log = logging.getLogger("chainlang.serve")
+
+MAX_BODY = 1024 * 1024  # bytes of an event's payload
+_MAX_DEPTH = 64
+
+
+def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "web.Application":
+    from aiohttp import web
+
+    expected = f"Bearer {token}".encode("utf-8") if token else None
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                    ) -> web.StreamResponse:
+        if expected is not None:
+            given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+            if not hmac.compare_digest(given, expected):
+                engine.metrics.rejected.labels(reason="unauthorized").inc()
+                return _json(401, {"error": "this serve needs a bearer token: send Authorization: Bearer TOKEN "
+                                            "(the value of the variable [serve] token_env names)"},
+                             headers={"WWW-Authenticate": "Bearer"})
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status == 413:
+                engine.metrics.rejected.labels(reason="too_large").inc()
+                return _json(413, {"error": f"the body is larger than {MAX_BODY} bytes"})
+            return _json(exc.status, {"error": exc.reason})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must not end serve, nor show a traceback to the sender
+            log.exception("internal error on %s %s", request.method, request.path)
+            return _json(500, {"error": f"internal error: {type(exc).__name__}: {exc}; see serve's log"})
+
+    async def post_event(request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        raw = await request.read()
+        try:
+            data = json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
+            engine.metrics.rejected.labels(reason="malformed").inc()
+            return _json(400, {"error": f"the body is not JSON: {_short(exc)}; send the event's payload as a "
+                                        "JSON object (Content-Type: application/json)"})
+        if _depth(data) > _MAX_DEPTH:
+            engine.metrics.rejected.labels(reason="malformed").inc()
+            return _json(400, {"error": f"the body nests deeper than {_MAX_DEPTH} levels"})
+        key = request.headers.get("Idempotency-Key")
+        wait = request.query.get("wait", "") in ("1", "true", "yes")
+        reply = await engine.accept(name, data, key, wait)
+        if reply.code == 201 or reply.code == 202:
+            scheduler.wake()  # its actions may have scheduled a task
+        return _json(reply.code, reply.body)
+
+    async def get_run(request: web.Request) -> web.StreamResponse:
+        info = await asyncio.to_thread(engine.run_info, request.match_info["run_id"])
+        if info is None:
+            return _json(404, {"error": f"no run {request.match_info['run_id']!r} in this project"})
+        return _json(200, info)
+
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        ok = engine.accepting
+        return _json(200 if ok else 503, {"status": "ok" if ok else "stopping", "running": len(engine.jobs),
+                                          "firing": len(scheduler.running)})
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        from chainlang.serve.metrics import CONTENT_TYPE
+
+        try:
+            due = await asyncio.to_thread(engine.store.due_tasks, scheduler.clock.now(), 1000)
+            engine.metrics.queue.set(len([t for t in due if t.id not in scheduler.running]))
+        except Exception as exc:  # the store may be busy: the other metrics still answer
+            log.warning("metrics: the queue depth could not be read: %s", exc)
+        return web.Response(body=engine.metrics.text(), headers={"Content-Type": CONTENT_TYPE})
+
+    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
+    app.router.add_post("/events/{name}", post_event)
+    app.router.add_get("/runs/{run_id}", get_run)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def _json(code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> "web.Response":
+    from aiohttp import web
+
+    text = json.dumps(body, ensure_ascii=False, default=str)
+    return web.Response(status=code, text=text, content_type="application/json", headers=headers)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc)[:200] if not isinstance(exc, RecursionError) else "it nests too deeply"
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if level > _MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level

@@ -1,0 +1,191 @@
+"""`chainlang serve`: the long-running process of a project (LANGUAGE.md §12).
+
+Start: open the store; end the leases of this host's serve processes that are gone;
+resume the emits they left; check the hooks in force (errors: it does not start); listen;
+fire due tasks. Stop (SIGTERM or SIGINT): take no more events (503), let the running
+actions and firings end within the grace period, cancel the rest (each records
+`interrupted` and stays open in the store, to be resumed by the next serve), close.
+
+It binds to loopback unless a bearer token is configured (`[serve] token_env`); with a
+token, every request must carry it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from chainlang.pipeline import UsageError
+
+if TYPE_CHECKING:
+    from chainlang.registry.registry import Registry
+    from chainlang.serve.scheduler import Clock
+
+__all__ = ["ServeOptions", "serve_async"]
+
+log = logging.getLogger("chainlang.serve")
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    tools: Sequence[str] = ()
+    grace: float | None = None  # seconds; None: [serve] grace (default 30 s)
+    lease_seconds: float = 30.0
+    poll_seconds: float = 0.5
+    registry: "Registry | None" = None
+    clock: "Clock | None" = None
+    ready: Callable[[str], None] | None = None  # told the base URL once listening
+    stop: asyncio.Event | None = None  # set it to stop (tests); signals also stop
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _token(config: Any, host: str) -> str | None:
+    name = config.serve.token_env if config is not None and config.serve is not None else None
+    token = os.environ.get(name) if name else None
+    if name and not token:
+        raise UsageError(f"[serve] token_env names {name}, but that variable is not set (or empty); set it to the "
+                         "bearer token clients must send")
+    if token is None and not _loopback(host):
+        raise UsageError(f"--host {host}: serve listens beyond this machine only with a bearer token; set "
+                         "[serve] token_env in chainlang.toml to the name of a variable holding one")
+    return token
+
+
+def _start_logging() -> None:
+    logger = logging.getLogger("chainlang.serve")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("serve: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+async def serve_async(start: Path, options: ServeOptions) -> int:
+    from aiohttp import web
+
+    from chainlang.config.project import find_project_config
+    from chainlang.registry.errors import ConfigError, RegistryError
+    from chainlang.runtime.context import SystemClock
+    from chainlang.runtime.decide import close_decider, decider_from_config
+    from chainlang.serve.app import make_app
+    from chainlang.serve.engine import Engine, Projects
+    from chainlang.serve.metrics import Metrics
+    from chainlang.serve.scheduler import Scheduler
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store
+
+    _start_logging()
+    try:
+        config = find_project_config(start)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    root = Path(config.root) if config is not None else start
+    token = _token(config, options.host)
+    serve_config = config.serve if config is not None else None
+    grace = options.grace
+    if grace is None:
+        from chainlang.model.durations import parse_duration
+
+        grace = float(parse_duration(serve_config.grace) or 30) if serve_config is not None else 30.0
+    try:
+        store = project_store(root)
+    except StoreError as exc:
+        raise UsageError(f"cannot open the project's store: {exc}") from None
+    projects = Projects(root, options.tools, options.registry, store.path)
+    try:
+        project = projects.current()
+        if project.hooks is None:
+            errors = [f"{d.file}:{d.line}:{d.column}: {d.message}" for d in project.diagnostics
+                      if d.severity == "error"]
+            raise UsageError("the project's hooks have errors, so serve does not start:\n  " + "\n  ".join(errors[:20]))
+        try:
+            decider = decider_from_config(project.config)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        engine_ref: list[Any] = []
+        sched_ref: list[Any] = []
+        metrics = Metrics(lambda: float(len(engine_ref[0].jobs) + len(sched_ref[0].running)))
+        engine = Engine(root, store, projects, metrics, tuple(options.tools), options.registry, decider)
+        scheduler = Scheduler(store, options.clock or SystemClock(), engine.fire_task, engine.runs_dir,
+                              lease_seconds=options.lease_seconds,
+                              max_failures=serve_config.max_failures if serve_config is not None else 3,
+                              poll_seconds=options.poll_seconds)
+        engine_ref.append(engine)
+        sched_ref.append(scheduler)
+        return await _serve(web, engine, scheduler, token, options, grace, project, close_decider)
+    finally:
+        projects.close()
+        store.close()
+
+
+async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, options: ServeOptions, grace: float,
+                 project: Any, close_decider: Any) -> int:
+    from chainlang.serve.app import make_app
+    from chainlang.store import StoreError
+
+    try:
+        freed = await scheduler.recover()
+        taken = await engine.recover()
+    except StoreError as exc:
+        raise UsageError(f"cannot take up what the last serve left: {exc}") from None
+    if freed or any(taken.values()):
+        log.info("took up what a stopped serve left: %d task lease(s) freed; emits: %d resumed, %d dropped "
+                 "(never acknowledged), %d failed", len(freed), taken["resumed"], taken["dropped"], taken["failed"])
+    runner = web.AppRunner(make_app(engine, scheduler, token), handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise UsageError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
+    sockets = getattr(site._server, "sockets", None) or []
+    port = sockets[0].getsockname()[1] if sockets else options.port
+    host = f"[{options.host}]" if ":" in options.host else options.host
+    url = f"http://{host}:{port}"
+    stopping = options.stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    hooks = len(project.hooks) if project.hooks is not None else 0
+    print(f"serving {project.root} on {url} ({hooks} hook{'s' if hooks != 1 else ''} in force"
+          f"{', token required' if token else ''}); stop with Ctrl-C or SIGTERM", flush=True)
+    if options.ready is not None:
+        options.ready(url)
+    ticking = asyncio.create_task(scheduler.run(stopping))
+    try:
+        await stopping.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        log.info("stopping: no new events; waiting up to %gs for %d event(s) and %d task firing(s)", grace,
+                 len(engine.jobs), len(scheduler.running))
+        engine.accepting = False
+        stopping.set()
+        await ticking
+        cut = await asyncio.gather(engine.drain(grace), scheduler.drain(grace))
+        if cut[0] or cut[1]:
+            log.info("interrupted %d event(s) and %d firing(s) past the grace period; the next serve resumes them",
+                     cut[0], len(cut[1]))
+        await runner.cleanup()
+        await close_decider(engine.decider)
+    print("serve stopped", flush=True)
+    return 0

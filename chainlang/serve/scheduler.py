@@ -1,0 +1,267 @@
+"""The scheduler of `chainlang serve` (LANGUAGE.md §12): fires the project's due tasks, each
+once, with leases in the store.
+
+One tick: read the due tasks; claim each (a lease in the store: another process or a
+crashed one's successor cannot fire it meanwhile); decide the firing (`plan`); record the
+run in the store (`start_run`: one run per due moment, ever) before anything runs; fire
+it; then `finish_run` records the run's end, counts failures in a row (the task is `dead`
+after `max_failures`), sets the next run and releases the lease, at once. While a firing
+runs its lease is renewed. A run the store holds as started and not finished (a crash, or
+a SIGTERM past the grace period) is resumed from its transcript, never fired again.
+
+Missed firings (serve was not running when they were due, by more than `grace`) follow
+the task's `misfire`: `skip` moves past them, `once` fires the latest, `all` fires each
+(at most `MAX_CATCH_UP`, the latest ones), one per tick.
+
+Time comes from an injectable clock (`now()`), so tests drive the scheduler with a fake
+one and call `tick()`; `run()` is the loop serve uses, sleeping until the next due task.
+Store calls run in a thread: a busy store must not stop the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+
+from chainlang.store.base import StoreError
+
+if TYPE_CHECKING:
+    from chainlang.store import Store, TaskRecord, TaskRun
+    from chainlang.tasks.when import Schedule
+
+__all__ = ["Clock", "Firing", "Scheduler", "new_owner", "owner_is_gone"]
+
+log = logging.getLogger("chainlang.serve")
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One firing to run: the task, its run in the store, and whether that run is resumed."""
+
+    task: "TaskRecord"
+    run: "TaskRun"
+    resumed: bool
+    late_ms: float
+
+
+# (firing) -> (final status, error): runs the action, writing the run's transcript
+FireFn = Callable[[Firing], Awaitable[tuple[str, Any]]]
+
+
+def new_owner() -> str:
+    """This process's name in leases: host, pid and a random part (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def owner_is_gone(owner: str) -> bool:
+    """Whether a lease's owner was a process of this host that no longer runs."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass
+class Scheduler:
+    store: "Store"
+    clock: Clock
+    fire: FireFn
+    runs_dir: Path  # where the firings' transcripts go (the project's .chainlang/runs)
+    owner: str = field(default_factory=new_owner)
+    lease_seconds: float = 30.0
+    max_failures: int = 3
+    grace: timedelta = timedelta(seconds=60)  # later than this after its moment, a firing was missed
+    max_running: int = 16
+    poll_seconds: float = 0.5  # how often to look for tasks added by other processes
+    running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    on_finished: Callable[[Firing, str, float], None] | None = None  # metrics: firing, status, seconds
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    # -- the loop
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Tick until `stopping` is set; sleep until the next due task (or the poll)."""
+        while not stopping.is_set():
+            try:
+                await self.tick()
+                wait = await self._until_next()
+            except StoreError as exc:
+                log.error("scheduler: %s", exc)
+                wait = self.poll_seconds * 4
+            self._wake.clear()
+            sleeper = asyncio.create_task(self._wake.wait())
+            stopper = asyncio.create_task(stopping.wait())
+            await asyncio.wait({sleeper, stopper}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            sleeper.cancel()
+            stopper.cancel()
+
+    def wake(self) -> None:
+        """Look at the store again now (a task was scheduled, or a firing ended)."""
+        self._wake.set()
+
+    async def _until_next(self) -> float:
+        due = await asyncio.to_thread(self.store.next_due)
+        if due is None:
+            return self.poll_seconds
+        seconds = (datetime.fromisoformat(due) - self.clock.now()).total_seconds()
+        return max(0.0, min(self.poll_seconds, seconds))
+
+    async def tick(self) -> int:
+        """Claim and start the firings due now; return how many started."""
+        now = self.clock.now()
+        free = self.max_running - len(self.running)
+        if free <= 0:
+            return 0
+        due = await asyncio.to_thread(self.store.due_tasks, now, free)
+        started = 0
+        for task in due:
+            if task.id in self.running:
+                continue
+            lease = await asyncio.to_thread(self.store.claim, task.id, self.owner, now, self.lease_seconds)
+            if lease is None:  # another process took it in between
+                continue
+            self.running[task.id] = asyncio.create_task(self._guarded(task, now), name=f"task {task.id}")
+            started += 1
+        return started
+
+    async def recover(self) -> list[str]:
+        """On start: end the leases of this host's processes that are gone, so their tasks
+        (and runs left open) are taken up now instead of when the lease runs out."""
+        freed = []
+        for lease in await asyncio.to_thread(self.store.leases):
+            if lease.owner != self.owner and owner_is_gone(lease.owner):
+                if await asyncio.to_thread(self.store.expire_lease, lease.task_id, lease.owner,
+                                           "its process is gone"):
+                    freed.append(lease.task_id)
+        return freed
+
+    async def drain(self, grace: float) -> list[str]:
+        """Let the running firings end within `grace` seconds; cancel the rest (their runs
+        stay open in the store, to be resumed). Returns the ids of the cancelled ones."""
+        if not self.running:
+            return []
+        _, pending = await asyncio.wait(set(self.running.values()), timeout=grace)
+        cancelled = [task_id for task_id, job in self.running.items() if job in pending]
+        for job in pending:
+            job.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        return cancelled
+
+    # -- one firing
+
+    async def _guarded(self, task: "TaskRecord", now: datetime) -> None:
+        try:
+            await self._fire(task, now)
+        except asyncio.CancelledError:
+            await asyncio.shield(asyncio.to_thread(self._release, task.id))
+            raise
+        except StoreError as exc:
+            log.error("task %s: %s", task.id, exc)
+            await asyncio.to_thread(self._release, task.id)
+        finally:
+            self.running.pop(task.id, None)
+            self.wake()
+
+    def _release(self, task_id: str) -> None:
+        try:
+            self.store.release(task_id, self.owner)
+        except StoreError as exc:
+            log.error("task %s: %s", task_id, exc)
+
+    async def _fire(self, task: "TaskRecord", now: datetime) -> None:
+        from chainlang.runtime.runner import new_run_id
+
+        timing, misfire = _timing(task)
+        store = self.store
+        open_run = await asyncio.to_thread(store.open_run, task.id)
+        if open_run is not None:  # interrupted: resume it, whatever misfire says
+            due_at = datetime.fromisoformat(open_run.due_at)
+        else:
+            due_at, skip = plan(timing, datetime.fromisoformat(str(task.next_run)), now, misfire, self.grace)
+            if skip:
+                nxt = timing.after(now)
+                await asyncio.to_thread(store.skip_firing, task.id, self.owner, str(task.next_run), nxt)
+                log.info("task %s: skipped the firing due at %s (misfire: skip)", task.id, task.next_run)
+                return
+        run_id = new_run_id()
+        where = self.runs_dir / f"{run_id}.jsonl"
+        run = await asyncio.to_thread(store.start_run, task.id, self.owner, run_id, str(where), due_at, now)
+        if run.status != "running":  # finished before its task was: only the task is behind
+            status, error = run.status, run.error
+        else:
+            late = (now - due_at).total_seconds() * 1000
+            renewer = asyncio.create_task(self._renew(task.id))
+            started = asyncio.get_running_loop().time()
+            try:
+                status, error = await self.fire(Firing(task, run, not run.new, max(0.0, late)))
+            finally:
+                renewer.cancel()
+            if self.on_finished is not None:
+                self.on_finished(Firing(task, run, not run.new, late), status,
+                                 asyncio.get_running_loop().time() - started)
+        nxt = next_run(timing, due_at, self.clock.now(), misfire)
+        await asyncio.to_thread(store.finish_run, task.id, self.owner, due_at, status, self.clock.now(),
+                                next_run=nxt, error=error, max_failures=self.max_failures)
+
+    async def _renew(self, task_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            lease = await asyncio.to_thread(self.store.renew, task_id, self.owner, self.clock.now(),
+                                            self.lease_seconds)
+            if lease is None:
+                log.error("task %s: another process took its lease; this firing goes on, its end will not "
+                          "be recorded by this process", task_id)
+                return
+
+
+def plan(timing: "Schedule", due: datetime, now: datetime, misfire: str,
+         grace: timedelta) -> tuple[datetime, bool]:
+    """The moment to fire for a task due at `due`, and whether to skip it instead."""
+    from chainlang.tasks.when import due_firings
+
+    if now - due <= grace:
+        return due, False
+    if misfire == "skip":
+        return due, True
+    missed = due_firings(timing, due - timedelta(microseconds=1), now, misfire)
+    return (missed[0] if missed else due), False
+
+
+def next_run(timing: "Schedule", due_at: datetime, now: datetime, misfire: str) -> datetime | None:
+    """The next firing after the one due at `due_at` ended at `now`: for `misfire: all` the
+    very next (it may be due already), else the first still to come."""
+    return timing.after(due_at if misfire == "all" else max(due_at, now))
+
+
+def _timing(task: "TaskRecord") -> tuple["Schedule", str]:
+    from chainlang.tasks.when import MISFIRE, Schedule
+
+    data = task.definition if isinstance(task.definition, dict) else {}
+    try:
+        timing = Schedule.from_json(dict(data["timing"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"the task {task.id!r} has no readable schedule ({exc}); cancel it and schedule it "
+                         "again") from None
+    misfire = data.get("misfire", "once")
+    return timing, misfire if misfire in MISFIRE else "once"
