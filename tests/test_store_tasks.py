@@ -90,7 +90,7 @@ def run_v1(code_root: Path, project: Path, code: str) -> str:
     return proc.stdout
 
 
-def test_a_version_1_store_is_migrated_to_2_and_keeps_its_emits(tmp_path: Path) -> None:
+def test_a_version_1_store_is_migrated_to_3_and_keeps_its_emits(tmp_path: Path) -> None:
     old = v1_package(tmp_path)
     project = tmp_path / "project"
     project.mkdir()
@@ -99,15 +99,17 @@ def test_a_version_1_store_is_migrated_to_2_and_keeps_its_emits(tmp_path: Path) 
     assert set(v1_tables) == {"chainlang_schema", "emits", "event_log"}
 
     with open_store(project) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.schema_version() == SCHEMA_VERSION == 3
         claim = store.get_emit("evt-1")
         assert claim is not None and claim.run_id == "run-1" and claim.transcript == "runs/run-1.jsonl"
+        assert claim.data is None  # claimed before version 3 kept the payload
         task = store.add_task("schedule", SCHEDULE, id="after-migration", next_run=at(0))
         assert store.get_task("after-migration") == task
     con = raw(project)
-    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2]
+    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3]
     tables = table_sql(con)
-    assert {name: tables[name] for name in v1_tables} == v1_tables  # version 1's tables untouched
+    assert tables["event_log"] == v1_tables["event_log"]  # version 1's tables untouched, but for
+    assert tables["emits"].replace(", data TEXT", "") == v1_tables["emits"]  # the column version 3 adds
     assert {"tasks", "task_runs", "tasks_due"} <= set(tables)
     assert [kind for _, kind, _, _ in log(project)] == ["emit_claimed", "task_added"]
     assert con.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -138,9 +140,9 @@ def test_migration_1_creates_exactly_the_tables_it_shipped_with(tmp_path: Path) 
 
 def test_a_new_store_walks_every_migration_and_matches_the_current_tables(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == 3
     con = raw(tmp_path)
-    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2]
+    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3]
     from chainlang.store.schema import METADATA
 
     for table in METADATA.sorted_tables:  # what the queries use is what the migrations built
@@ -296,6 +298,23 @@ def test_due_tasks_claim_and_the_lease_rules(tmp_path: Path) -> None:
     assert [(s, d["owner"], d["from"], d["expired"]) for _, _, s, d in reclaims] == [("a", "w2", "w1", at(60))]
     assert [d["owner"] for _, _, s, d in log(tmp_path, "lease_taken")] == ["w1", "w2"]
     assert [d["owner"] for _, _, s, d in log(tmp_path, "lease_released")] == ["w2"]
+
+
+def test_next_due_leaves_out_the_tasks_held_at_now(tmp_path: Path) -> None:
+    """What the scheduler sleeps until: a task someone holds (running) is not waited for
+    until its lease runs out, else the loop would wake at once, again and again."""
+    with open_store(tmp_path) as store:
+        assert store.next_due() is None and store.next_due(at(0)) is None
+        store.add_task("schedule", SCHEDULE, id="a", next_run=at(5))
+        store.add_task("schedule", SCHEDULE, id="b", next_run=at(50))
+        store.add_task("schedule", SCHEDULE, id="off", next_run=at(1), status="pending")
+        assert store.next_due() == store.next_due(at(10)) == at(5)
+        assert store.claim("a", "w1", at(10), 30) is not None
+        assert store.next_due() == at(5)  # without now: every active schedule
+        assert store.next_due(at(10)) == at(50)  # a is held until at(40)
+        assert store.next_due(at(41)) == at(5)  # its lease ran out
+        store.cancel_task("b")
+        assert store.next_due(at(10)) is None
 
 
 def test_a_due_moment_is_recorded_once_and_a_reclaimer_resumes_its_run(tmp_path: Path) -> None:

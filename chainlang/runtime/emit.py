@@ -168,16 +168,21 @@ async def emit_async(
             return await _again(earlier, name, tools, registry, progress, notify, decider)
     if where.exists() and where.stat().st_size > 0:
         raise UsageError(f"{where}: the transcript exists already; give a new path")
+    key = _project_key(loaded.root, create=True)
+    lock = _take(where)  # before the claim: a claimed emit whose lock is free is one no process runs
     if id is not None:
-        claim = _claim(loaded.root, id, name, run_id, where)
+        try:
+            claim = _claim(loaded.root, id, name, run_id, where, data)
+        except BaseException:
+            _give_up(lock, where)
+            raise
         if not claim.new:  # another emit claimed it in between
+            _give_up(lock, where)
             return await _again(claim, name, tools, registry, progress, notify, decider)
     header = {"chain": None, "file": str(loaded.root.resolve()), "file_sha256": loaded.digest, "inputs": {},
               "now": pinned.isoformat() if pinned else None,
               "started_at": (pinned or datetime.now().astimezone()).isoformat(), "tools": list(tools),
               "resumed": False, "emit": {"event": name, "data": data, **({"id": id} if id is not None else {})}}
-    key = _project_key(loaded.root, create=True)
-    lock = _take(where)
     if on_transcript is not None:
         on_transcript(where)
     try:
@@ -359,13 +364,25 @@ def _lookup(root: Path, key: str) -> Any:
         raise UsageError(f"--id {key}: {exc}") from None
 
 
-def _claim(root: Path, key: str, event: str, run_id: str, where: Path) -> Any:
+def _give_up(lock: "RunLock", where: Path) -> None:
+    """Release a transcript lock taken for an emit that will not run, and its head file."""
+    from chainlang.journal.lock import head_path
+
+    lock.release()
+    if not where.exists():
+        try:
+            head_path(where).unlink()
+        except OSError:
+            pass
+
+
+def _claim(root: Path, key: str, event: str, run_id: str, where: Path, data: Any = None) -> Any:
     from chainlang.store import StoreError
     from chainlang.tasks.stored import project_store
 
     try:
         with project_store(root) as store:
-            return store.claim_emit(key, event, run_id, str(where))
+            return store.claim_emit(key, event, run_id, str(where), data)
     except StoreError as exc:
         raise UsageError(f"--id {key}: {exc}") from None
 

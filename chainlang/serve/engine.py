@@ -116,16 +116,63 @@ class Projects:
             self._reader = None
 
 
+class Ledger:
+    """Group commit of the emits' claims and ends: the requests of one moment share one
+    write transaction (and one disk sync) of the store, made in a thread while the next
+    ones queue."""
+
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+        self._claims: list[tuple[tuple[str, str, str, str, Any], asyncio.Future[Any]]] = []
+        self._finishes: list[tuple[tuple[str, str], asyncio.Future[Any]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def claim(self, key: str, event: str, run_id: str, transcript: str, data: Any) -> Any:
+        future = asyncio.get_running_loop().create_future()
+        self._claims.append(((key, event, run_id, transcript, data), future))
+        self._kick()
+        return await future
+
+    async def finish(self, key: str, status: str) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._finishes.append(((key, status), future))
+        self._kick()
+        await future
+
+    def _kick(self) -> None:
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write())
+
+    async def _write(self) -> None:
+        while self._claims or self._finishes:
+            claims, self._claims = self._claims, []
+            finishes, self._finishes = self._finishes, []
+            try:
+                answers = await asyncio.to_thread(self.store.emit_batch, [c for c, _ in claims],
+                                                  [f for f, _ in finishes])
+            except Exception as exc:  # StoreError, or a bug: every waiter hears of it
+                for _, future in claims + finishes:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), answer in zip(claims, answers):
+                if not future.done():
+                    future.set_result(answer)
+            for _, future in finishes:
+                if not future.done():
+                    future.set_result(None)
+
+
 class _Started:
     """A progress view that notes when the transcript's first record is written, and counts
     the steps that end."""
 
     def __init__(self, metrics: "Metrics") -> None:
-        self.event = asyncio.Event()
+        self.began = asyncio.Event()
         self.metrics = metrics
 
     def record(self, rec: Any) -> None:
-        self.event.set()
+        self.began.set()
         if getattr(rec, "TYPE", None) == "step_finished":
             self.metrics.steps.labels(status=str(getattr(rec, "status", "?"))).inc()
 
@@ -133,7 +180,7 @@ class _Started:
         log.info("%s", text)
 
     def close(self) -> None:
-        self.event.set()
+        self.began.set()
 
 
 @dataclass
@@ -147,6 +194,14 @@ class Engine:
     decider: Any = None
     jobs: dict[str, asyncio.Task[Any]] = field(default_factory=dict)  # the emits running, by run id
     accepting: bool = True
+    ledger: Ledger | None = None
+    _key_bytes: bytes | None = None
+    _secrets: tuple[Any, Any] | None = None  # (config, its redactor)
+    _plans: dict[Any, Any] = field(default_factory=dict)  # (project, task, definition) -> TaskFiring
+    _began: dict[str, asyncio.Event] = field(default_factory=dict)  # run id -> set once its transcript began
+
+    def __post_init__(self) -> None:
+        self.ledger = Ledger(self.store)
 
     @property
     def runs_dir(self) -> Path:
@@ -155,7 +210,16 @@ class Engine:
     def _key(self) -> bytes:
         from chainlang.runtime.runner import _project_key
 
-        return _project_key(self.root, create=True)
+        if self._key_bytes is None:
+            self._key_bytes = _project_key(self.root, create=True)
+        return self._key_bytes
+
+    def _redactor(self, project: "Project") -> Any:
+        from chainlang.runtime.runner import run_secrets
+
+        if self._secrets is None or self._secrets[0] is not project.config:
+            self._secrets = (project.config, run_secrets(project.config))
+        return self._secrets[1]
 
     # -- external events
 
@@ -163,13 +227,13 @@ class Engine:
         """Take one external event: check it, claim it, start its hooks; answer once its
         transcript has begun (`wait`: once its hooks' actions have ended)."""
         from chainlang.runtime.emit import check_payload
-        from chainlang.runtime.runner import new_run_id
+        from chainlang.runtime.runner import _take, new_run_id
         from chainlang.store import StoreError
         from chainlang.store.base import check_key
 
         if not self.accepting:
             return Reply(503, {"error": "serve is stopping; send the event again to the next serve"})
-        project = await asyncio.to_thread(self.projects.current)
+        project = self.projects.current()  # a few microseconds, unless the project changed
         if project.hooks is None:
             problems = [f"{d.file}:{d.line}:{d.column}: {d.message}" for d in project.diagnostics
                         if d.severity == "error"]
@@ -191,58 +255,131 @@ class Engine:
         run_id = new_run_id()
         where = self.runs_dir / f"{run_id}.jsonl"
         claim_key = key if key is not None else f"serve:{run_id}"
+        # the transcript's lock before the claim: a claimed emit whose lock is free is one that
+        # no process runs (its process died), so it can be taken over safely
+        lock = _take(where)
         try:
-            claim = await asyncio.to_thread(self.store.claim_emit, claim_key, name, run_id, str(where))
+            assert self.ledger is not None
+            claim = await self.ledger.claim(claim_key, name, run_id, str(where), data)
         except StoreError as exc:
+            _discard(lock, where)
             return Reply(503, {"error": str(exc)})
-        if not claim.new:
-            self.metrics.duplicates.inc()
-            return Reply(200, {"status": "duplicate", "event": name, "run_id": claim.run_id,
-                               "previous": {"run_id": claim.run_id, "event": claim.event, "status": claim.status,
-                                            "transcript": claim.transcript}})
-        started = _Started(self.metrics)
-        job = asyncio.create_task(self._emit(project, claim_key, key, name, data, run_id, where, started))
+        if claim.new:
+            job = self._start(self._emit(project, claim_key, name, data, run_id, where, lock, _Started(self.metrics)),
+                              run_id)
+        else:
+            _discard(lock, where)
+            orphan = self._orphan(claim)
+            if orphan is None:
+                self.metrics.duplicates.inc()
+                return Reply(200, {"status": "duplicate", "event": name, "run_id": claim.run_id,
+                                   "previous": {"run_id": claim.run_id, "event": claim.event, "status": claim.status,
+                                                "transcript": claim.transcript}})
+            run_id, where = claim.run_id, Path(claim.transcript)  # its process died: take it over now
+            job = self._start(self._take_up(claim, orphan), run_id)
+        return await self._answer(job, run_id, where, name, wait)
+
+    def _start(self, work: Any, run_id: str) -> "asyncio.Task[EmitResult | None]":
+        job: asyncio.Task[EmitResult | None] = asyncio.create_task(work)
         self.jobs[run_id] = job
         job.add_done_callback(lambda _: self.jobs.pop(run_id, None))
-        waiter = asyncio.create_task(started.event.wait())
+        return job
+
+    async def _answer(self, job: "asyncio.Task[EmitResult | None]", run_id: str, where: Path, name: str,
+                      wait: bool) -> Reply:
+        """202 once the job's transcript has begun; its result when it ended (or `wait`)."""
+        started = self._began.setdefault(run_id, asyncio.Event())
+        waiter = asyncio.create_task(started.wait())
         await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
+        self._began.pop(run_id, None)
         if wait or job.done():
             try:
                 result = await asyncio.shield(job)
             except UsageError as exc:
                 return Reply(500, {"error": str(exc), "run_id": run_id})
+            if result is None:  # another process runs it
+                return Reply(200, {"status": "duplicate", "event": name, "run_id": run_id})
             return Reply(200, _result_body(result))
         return Reply(202, {"status": "accepted", "event": name, "run_id": run_id, "transcript": str(where),
                            "run": f"/runs/{run_id}"})
 
-    async def _emit(self, project: "Project", claim_key: str, key: str | None, name: str, data: Any, run_id: str,
-                    where: Path, started: _Started) -> "EmitResult":
+    async def _emit(self, project: "Project", claim_key: str, name: str, data: Any, run_id: str,
+                    where: Path, lock: Any, started: "_Started") -> "EmitResult":
+        """Fire the event's hooks under the transcript lock taken for it; record the end."""
         from chainlang.runtime.emit import fire
-        from chainlang.runtime.runner import _take, run_secrets
 
+        started.began = self._began.setdefault(run_id, asyncio.Event())
         emitted = {"event": name, "data": data, "id": claim_key}
         header = _header(project, run_id, emitted, self.tools)
         began = time.perf_counter()
-        lock = _take(where)
+        self.metrics.active.inc()
         try:
             result = await fire(project, run_id, where, header, None, None, started, log.info, self.decider,
-                                self._key(), lock, run_secrets(project.config))
+                                self._key(), lock, self._redactor(project))
         finally:
+            self.metrics.active.dec()
             lock.release()
+            self._began.pop(run_id, None)
         self.metrics.emitted(name, result, time.perf_counter() - began)
-        await asyncio.to_thread(self._finish_emit, claim_key, result.status)
+        if result.status != "interrupted":  # else left started: the next serve resumes it
+            try:
+                assert self.ledger is not None
+                await self.ledger.finish(claim_key, result.status)
+            except Exception as exc:
+                log.error("the emit %s ended %s but the store could not record it: %s", claim_key, result.status,
+                          exc)
         return result
 
-    def _finish_emit(self, claim_key: str, status: str) -> None:
-        from chainlang.store import StoreError
+    def _orphan(self, claim: Any) -> Any:
+        """The lock of a claimed emit that nobody runs (its process died), else None."""
+        from chainlang.journal.lock import RunInUse, RunLock
 
-        if status == "interrupted":  # left started: the next serve resumes it
-            return
+        if claim.status != "started" or claim.run_id in self.jobs:
+            return None
         try:
-            self.store.finish_emit(claim_key, status)
-        except StoreError as exc:
-            log.error("the emit %s ended %s but the store could not record it: %s", claim_key, status, exc)
+            return RunLock.acquire(Path(claim.transcript), create=True)
+        except (RunInUse, OSError):
+            return None
+
+    async def _take_up(self, claim: Any, lock: Any) -> "EmitResult | None":
+        """Continue an emit whose process died: resume it from its transcript, or, when that
+        never began, fire it from the payload kept with its claim. None: another process
+        took it up first."""
+        from chainlang.runtime.emit import EmitResult
+        from chainlang.runtime.resume import resume_async
+
+        where = Path(claim.transcript)
+        if where.is_file() and where.stat().st_size > 0:
+            lock.release()  # resume takes it again (a process that takes it in between resumes it instead)
+            started = _Started(self.metrics)
+            started.began = self._began.setdefault(claim.run_id, asyncio.Event())
+            try:
+                result = await resume_async(where, tools=self.tools, registry=self.registry, notify=log.info,
+                                            decider=self.decider, progress=started)
+            except UsageError as exc:
+                if "in use by" in str(exc):
+                    return None
+                log.error("could not resume the emit %s: %s", claim.key, exc)
+                assert self.ledger is not None
+                await self.ledger.finish(claim.key, "failed")
+                raise
+            if isinstance(result, EmitResult):
+                self.metrics.emitted(result.event, result, 0.0)
+                return result
+            return None
+        if claim.data is None:  # a claim of an older chainlang, without its payload: it cannot be fired
+            lock.release()
+            assert self.ledger is not None
+            await self.ledger.finish(claim.key, "failed")
+            log.error("the emit %s never began and its payload was not kept; send it again with a new key", claim.key)
+            return None
+        project = self.projects.current()
+        if project.hooks is None:
+            lock.release()
+            return None
+        return await self._emit(project, claim.key, claim.event, claim.data, claim.run_id, where, lock,
+                                _Started(self.metrics))
 
     # -- scheduled tasks
 
@@ -250,20 +387,21 @@ class Engine:
         """Run one firing of a scheduled task (or resume it); its final status and error."""
         from chainlang.runtime.emit import fire
         from chainlang.runtime.resume import resume_async
-        from chainlang.runtime.runner import _take, run_secrets
-        from chainlang.tasks.firing import DUE_EVENT, task_firing
+        from chainlang.runtime.runner import _take
+        from chainlang.tasks.firing import DUE_EVENT
 
         where = Path(firing.run.transcript)
         began = time.perf_counter()
+        self.metrics.active.inc()
         try:
             if firing.resumed and where.is_file() and where.stat().st_size > 0:
                 result: Any = await resume_async(where, tools=self.tools, registry=self.registry,
                                                  notify=log.info, decider=self.decider)
             else:
-                project = await asyncio.to_thread(self.projects.current)
+                project = self.projects.current()
                 if project.hooks is None:
                     return "failed", {"type": "invalid", "message": "the project's hooks have errors"}
-                plan = await asyncio.to_thread(task_firing, project, firing.task)
+                plan = await self._plan(project, firing.task)
                 if not plan.ok:
                     shown = "; ".join(f"{d.line}:{d.column}: {d.message}" for d in plan.diagnostics
                                       if d.severity == "error")
@@ -276,49 +414,51 @@ class Engine:
                 try:
                     result = await fire(project, firing.run.run_id, where, header, None, None,
                                         _Started(self.metrics), log.info,
-                                        self.decider, self._key(), lock, run_secrets(project.config), plan.top)
+                                        self.decider, self._key(), lock, self._redactor(project), plan.top)
                 finally:
                     lock.release()
         except UsageError as exc:
             return "failed", {"type": "usage", "message": str(exc)}
+        finally:
+            self.metrics.active.dec()
         self.metrics.fired(result.status, time.perf_counter() - began, firing.late_ms / 1000)
         return result.status, result.error
+
+    async def _plan(self, project: "Project", task: Any) -> Any:
+        """The task's firing checked and compiled, kept while the project and task are unchanged."""
+        import json
+
+        from chainlang.tasks.firing import task_firing
+
+        key = (id(project), task.id, json.dumps(task.definition, sort_keys=True))
+        found = self._plans.get(key)
+        if found is None:
+            found = await asyncio.to_thread(task_firing, project, task)
+            if len(self._plans) >= 1000:
+                self._plans.clear()
+            self._plans[key] = found
+        return found
 
     # -- after a stop
 
     async def recover(self) -> dict[str, int]:
-        """Take up the emits a stopped serve left: resume those whose transcript began, drop
-        the claims of those that never began (they were never acknowledged)."""
-        from chainlang.runtime.resume import resume_async
-        from chainlang.store import StoreError
+        """Take up the emits whose process died (those nobody holds): resume each from its
+        transcript, or fire it from its kept payload when its transcript never began. Safe
+        beside other serve processes on the store: one that runs an emit holds its lock."""
+        from chainlang.runtime.emit import EmitResult
 
-        counts = {"resumed": 0, "dropped": 0, "busy": 0, "failed": 0}
+        counts = {"resumed": 0, "busy": 0, "failed": 0}
         for claim in await asyncio.to_thread(self.store.started_emits):
-            where = Path(claim.transcript)
-            if not where.is_file() or where.stat().st_size == 0:
-                await asyncio.to_thread(self.store.drop_emit, claim.key, "its transcript never began (serve "
-                                        "stopped before answering the sender)")
-                counts["dropped"] += 1
+            lock = self._orphan(claim)
+            if lock is None:
+                counts["busy"] += 1
                 continue
             try:
-                result = await resume_async(where, tools=self.tools, registry=self.registry, notify=log.info,
-                                            decider=self.decider)
-            except UsageError as exc:
-                if "in use by" in str(exc):
-                    counts["busy"] += 1  # another process is running it
-                    continue
-                log.error("could not resume the emit %s: %s", claim.key, exc)
+                result = await self._start(self._take_up(claim, lock), claim.run_id)
+            except UsageError:
                 counts["failed"] += 1
-                try:
-                    await asyncio.to_thread(self.store.finish_emit, claim.key, "failed")
-                except StoreError:
-                    pass
                 continue
-            counts["resumed"] += 1  # resuming recorded its end in the store (its header has the key)
-            from chainlang.runtime.emit import EmitResult
-
-            if isinstance(result, EmitResult):
-                self.metrics.emitted(result.event, result, 0.0)
+            counts["resumed" if isinstance(result, EmitResult) else "busy"] += 1
         return counts
 
     async def drain(self, grace: float) -> int:
@@ -365,6 +505,18 @@ class Engine:
             body["error"] = finished.get("error")
             body["fired"] = (finished.get("outputs") or {}).get("fired")
         return body
+
+
+def _discard(lock: Any, where: Path) -> None:
+    """Give up a transcript lock taken for a run that will not happen (and its head file)."""
+    from chainlang.journal.lock import head_path
+
+    lock.release()
+    if not where.exists():
+        try:
+            head_path(where).unlink()
+        except OSError:
+            pass
 
 
 def _header(project: "Project", run_id: str, emitted: dict[str, Any], tools: Sequence[str]) -> dict[str, Any]:

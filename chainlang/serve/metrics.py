@@ -3,11 +3,15 @@
 One registry per serve (not the library's global one), so that two servers in one
 process (tests) do not share counts. Names follow Prometheus' conventions: a
 `chainlang_` prefix, `_total` counters, durations in seconds.
+
+With several workers (`serve --workers N`) the values live in files of a directory the
+workers share (the client library's multiprocess mode, set by PROMETHEUS_MULTIPROC_DIR
+before the library is imported), and any worker's `/metrics` adds them all up.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chainlang.runtime.emit import EmitResult
@@ -18,11 +22,17 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
 class Metrics:
-    def __init__(self, running: Callable[[], float]) -> None:
+    def __init__(self) -> None:
+        import os
+
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
         disable_created_metrics()  # type: ignore[no-untyped-call]  # the *_created samples only double the output
+        self.shared = bool(os.environ.get(MULTIPROCESS_ENV))
 
         self.registry = CollectorRegistry()
         r = self.registry
@@ -48,9 +58,9 @@ class Metrics:
         self.lateness = Histogram("chainlang_task_lateness_seconds", "How late a due task started",
                                   buckets=_SECONDS, registry=r)
         self.queue = Gauge("chainlang_tasks_due", "Tasks due and not yet started (queue depth), at the last scrape",
-                           registry=r)
-        self.active = Gauge("chainlang_running", "Event runs and task firings running now", registry=r)
-        self.active.set_function(running)
+                           registry=r, multiprocess_mode="mostrecent")
+        self.active = Gauge("chainlang_running", "Event runs and task firings running now", registry=r,
+                            multiprocess_mode="livesum")
 
     def emitted(self, event: str, result: "EmitResult", seconds: float) -> None:
         self.events.labels(event=event, status=result.status).inc()
@@ -69,9 +79,15 @@ class Metrics:
         self.lateness.observe(max(0.0, late))
 
     def text(self) -> bytes:
-        from prometheus_client import generate_latest
+        from prometheus_client import CollectorRegistry, generate_latest
 
-        return generate_latest(self.registry)
+        if not self.shared:
+            return generate_latest(self.registry)
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        every = CollectorRegistry()
+        MultiProcessCollector(every)  # type: ignore[no-untyped-call]
+        return generate_latest(every)
 
     def value(self, name: str, **labels: Any) -> float:
         """One sample's value (tests and the final summary); 0 when it has none yet."""

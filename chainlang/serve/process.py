@@ -44,6 +44,8 @@ class ServeOptions:
     registry: "Registry | None" = None
     clock: "Clock | None" = None
     ready: Callable[[str], None] | None = None  # told the base URL once listening
+    recover: bool = True  # take up what a stopped serve left (only the first of several workers does)
+    reuse_port: bool = False  # several workers listen on one port (serve --workers)
     stop: asyncio.Event | None = None  # set it to stop (tests); signals also stop
 
 
@@ -120,16 +122,12 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
             decider = decider_from_config(project.config)
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
-        engine_ref: list[Any] = []
-        sched_ref: list[Any] = []
-        metrics = Metrics(lambda: float(len(engine_ref[0].jobs) + len(sched_ref[0].running)))
+        metrics = Metrics()
         engine = Engine(root, store, projects, metrics, tuple(options.tools), options.registry, decider)
         scheduler = Scheduler(store, options.clock or SystemClock(), engine.fire_task, engine.runs_dir,
                               lease_seconds=options.lease_seconds,
                               max_failures=serve_config.max_failures if serve_config is not None else 3,
                               poll_seconds=options.poll_seconds)
-        engine_ref.append(engine)
-        sched_ref.append(scheduler)
         return await _serve(web, engine, scheduler, token, options, grace, project, close_decider)
     finally:
         projects.close()
@@ -142,8 +140,8 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     from chainlang.store import StoreError
 
     try:
-        freed = await scheduler.recover()
-        taken = await engine.recover()
+        freed = await scheduler.recover() if options.recover else []
+        taken = await engine.recover() if options.recover else {}
     except StoreError as exc:
         raise UsageError(f"cannot take up what the last serve left: {exc}") from None
     if freed or any(taken.values()):
@@ -151,7 +149,7 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
                  "(never acknowledged), %d failed", len(freed), taken["resumed"], taken["dropped"], taken["failed"])
     runner = web.AppRunner(make_app(engine, scheduler, token), handle_signals=False, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
+    site = web.TCPSite(runner, options.host, options.port, reuse_address=True, reuse_port=options.reuse_port or None)
     try:
         await site.start()
     except OSError as exc:

@@ -40,6 +40,7 @@ class EmitClaim:
     status: str  # 'started', then the run's final status ('ok', 'failed', ...)
     created_at: str
     finished_at: str | None
+    data: Any = None  # the payload, when it was given to the claim
 
 
 def check_key(key: object, what: str = "emit id") -> str:

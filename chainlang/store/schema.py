@@ -15,6 +15,8 @@ copy of their version 2 definitions, as `_v1` has of `emits` and `event_log`.
 
 Version 1: `emits` and `event_log`. Version 2 adds `tasks` (hooks and schedules, their
 status, failures in a row and lease) and `task_runs` (one row per firing of a task).
+Version 3 adds `emits.data`: the event's payload, so that an emit whose process died
+before its transcript began can still be fired (by the next serve).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ EMITS = Table(
     Column("status", Text, nullable=False),  # 'started', then the run's final status
     Column("created_at", Text, nullable=False),
     Column("finished_at", Text, nullable=True),
+    Column("data", Text, nullable=True),  # JSON: the payload (version 3; None for older rows)
 )
 
 # Append-only: rows are inserted, never updated or deleted. `data` is JSON text.
@@ -152,9 +155,14 @@ def _v2(conn: Connection) -> None:
     METADATA.create_all(conn, tables=[TASKS, TASK_RUNS], checkfirst=False)
 
 
+def _v3(conn: Connection) -> None:
+    conn.execute(text("ALTER TABLE emits ADD COLUMN data TEXT"))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "emits (the ids of `chainlang emit --id`) and the append-only event log", _v1),
     Migration(2, "tasks (hooks and schedules, with their leases) and task_runs (their firings)", _v2),
+    Migration(3, "emits.data (an emit's payload, to fire it after a crash before its transcript began)", _v3),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -120,18 +120,20 @@ class Store(TaskMethods):
 
     # -- the emits of `chainlang emit --id KEY` ------------------------------------------
 
-    def claim_emit(self, key: str, event: str, run_id: str, transcript: str) -> EmitClaim:
-        """Claim `key` for this run, or return the run that claimed it first (`new=False`)."""
+    def claim_emit(self, key: str, event: str, run_id: str, transcript: str, data: Any = None) -> EmitClaim:
+        """Claim `key` for this run, or return the run that claimed it first (`new=False`).
+        `data` (the payload, JSON) is kept so that the emit can be fired after a crash."""
         check_key(key)
         _check_text(event=event, run_id=run_id, transcript=transcript)
+        encoded = None if data is None else _encode(data)
         with self._write(f"claiming the emit id {key!r}") as conn:
             row = conn.execute(select(EMITS).where(EMITS.c.key == key)).first()
             if row is not None:
                 return _claim(row, new=False)
             claim = EmitClaim(new=True, key=key, event=event, run_id=run_id, transcript=transcript,
-                              status="started", created_at=now(), finished_at=None)
+                              status="started", created_at=now(), finished_at=None, data=data)
             conn.execute(insert(EMITS).values(key=key, event=event, run_id=run_id, transcript=transcript,
-                                              status=claim.status, created_at=claim.created_at))
+                                              status=claim.status, created_at=claim.created_at, data=encoded))
             _append(conn, claim.created_at, "emit_claimed", key,
                     {"event": event, "run_id": run_id, "transcript": transcript})
         return claim
@@ -146,6 +148,55 @@ class Store(TaskMethods):
             if done.rowcount != 1:
                 raise StoreError(f"no emit with id {key!r} in {self.path}: it was never claimed")
             _append(conn, at, "emit_finished", key, {"status": status})
+
+    def emit_batch(self, claims: list[tuple[str, str, str, str, Any]],
+                   finishes: list[tuple[str, str]]) -> list[EmitClaim]:
+        """Many `claim_emit` (key, event, run_id, transcript, data) and `finish_emit` (key, status)
+        calls in one transaction (serve's group commit: one disk sync for all of them).
+        Returns the claims' answers in order; a key claimed twice in one batch is new once.
+        The finishes are applied after the claims; an unknown key among them is skipped."""
+        encoded = []
+        for key, event, run_id, transcript, data in claims:
+            check_key(key)
+            _check_text(event=event, run_id=run_id, transcript=transcript)
+            encoded.append(None if data is None else _encode(data))
+        for key, status in finishes:
+            check_key(key)
+            _check_text(status=status)
+        answers: list[EmitClaim] = []
+        with self._write(f"recording {len(claims)} emit claim(s) and {len(finishes)} end(s)") as conn:
+            at = now()
+            known: dict[str, EmitClaim] = {}
+            keys = [c[0] for c in claims]
+            for start in range(0, len(keys), 500):  # bounded IN lists
+                for row in conn.execute(select(EMITS).where(EMITS.c.key.in_(keys[start:start + 500]))).all():
+                    known[row.key] = _claim(row, new=False)
+            rows, events = [], []
+            for (key, event, run_id, transcript, data), text in zip(claims, encoded):
+                if key in known:
+                    answers.append(known[key])
+                    continue
+                claim = EmitClaim(new=True, key=key, event=event, run_id=run_id, transcript=transcript,
+                                  status="started", created_at=at, finished_at=None, data=data)
+                known[key] = EmitClaim(**{**claim.__dict__, "new": False})
+                answers.append(claim)
+                rows.append({"key": key, "event": event, "run_id": run_id, "transcript": transcript,
+                             "status": "started", "created_at": at, "data": text})
+                events.append({"at": at, "kind": "emit_claimed", "subject": key,
+                               "data": json.dumps({"event": event, "run_id": run_id, "transcript": transcript},
+                                                  ensure_ascii=False, sort_keys=True)})
+            if rows:
+                conn.execute(insert(EMITS), rows)
+            done = []
+            for key, status in finishes:
+                changed = conn.execute(update(EMITS).where(EMITS.c.key == key).values(status=status, finished_at=at))
+                if changed.rowcount == 1:
+                    done.append(key)
+                    events.append({"at": at, "kind": "emit_finished", "subject": key,
+                                   "data": json.dumps({"status": status}, sort_keys=True)})
+            if events:
+                conn.execute(insert(EVENT_LOG), events)
+        return answers
 
     def started_emits(self, limit: int = 10_000) -> list[EmitClaim]:
         """The emits claimed and not finished (an interrupted serve's), oldest first."""
@@ -292,6 +343,14 @@ def _use_wal(cursor: sqlite3.Cursor, timeout: float) -> None:
             time.sleep(0.005)
 
 
+def _encode(data: Any) -> str:
+    try:
+        return json.dumps(data, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"an emit's data must be JSON ({e})") from None
+
+
 def _claim(row: Row[Any], new: bool) -> EmitClaim:
     return EmitClaim(new=new, key=row.key, event=row.event, run_id=row.run_id, transcript=row.transcript,
-                     status=row.status, created_at=row.created_at, finished_at=row.finished_at)
+                     status=row.status, created_at=row.created_at, finished_at=row.finished_at,
+                     data=None if row.data is None else json.loads(row.data))

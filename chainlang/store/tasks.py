@@ -143,11 +143,14 @@ class TaskMethods:
         with self._read("reading the due tasks") as conn:
             return [_task(row) for row in conn.execute(query).all()]
 
-    def next_due(self) -> str | None:
-        """When the earliest active schedule is due (stored form), None when none is."""
+    def next_due(self, now: _Moment | None = None) -> str | None:
+        """When the earliest active schedule is due (stored form), None when none is; given
+        `now`, only of the schedules nobody holds at `now` (no lease, or an expired one)."""
         from sqlalchemy import func
 
         query = select(func.min(TASKS.c.next_run)).where(TASKS.c.kind == "schedule", TASKS.c.status == "active")
+        if now is not None:
+            query = query.where(_unleased(stamp(now, "now")))
         with self._read("reading when the next task is due") as conn:
             found = conn.execute(query).scalar()
         return None if found is None else str(found)
