@@ -125,3 +125,46 @@ def test_catching_up_is_bounded() -> None:
     every_second = parse_schedule({"type": "repeat", "interval": "1s"}, FRIDAY_1650)
     owed = due_firings(every_second, None, FRIDAY_1650 + timedelta(days=1), "all")
     assert len(owed) == MAX_CATCH_UP and owed[-1] == FRIDAY_1650 + timedelta(days=1)
+
+
+def test_cron_reads_moments_in_the_zone_it_was_scheduled_in() -> None:
+    """The scheduler reads due moments back from the store in UTC: the next firing of a
+    cron schedule is still found by the wall clock of the zone it was scheduled in."""
+    weekdays = Schedule.from_json(parse_schedule({"type": "repeat", "cron": "0 8 * * 1-5"}, FRIDAY_1650).to_json())
+    monday = weekdays.first
+    utc = monday.astimezone(timezone.utc)
+    assert weekdays.after(utc) == monday + timedelta(days=1)
+    assert weekdays.after(utc).isoformat() == "2026-11-24T08:00:00+01:00"  # type: ignore[union-attr]
+    assert weekdays.at_or_before(utc + timedelta(days=4, hours=1)) == monday + timedelta(days=4)  # Friday
+    assert weekdays.at_or_before(utc - timedelta(minutes=1)) is None  # before the first firing
+
+
+def test_cron_firings_start_at_the_first_one() -> None:
+    """A cron series that starts at `at`: no firing before it counts, and `at` itself is one."""
+    hourly = parse_schedule({"type": "repeat", "cron": "0 * * * *", "at": "2026-11-21 10:30"}, FRIDAY_1650)
+    assert hourly.first.isoformat() == "2026-11-21T10:30:00+01:00"
+    assert hourly.after(FRIDAY_1650) == hourly.first
+    assert hourly.after(hourly.first).isoformat() == "2026-11-21T11:00:00+01:00"  # type: ignore[union-attr]
+    assert hourly.at_or_before(hourly.first + timedelta(minutes=10)) == hourly.first
+    assert due_firings(hourly, None, hourly.first + timedelta(hours=2, minutes=5), "all") == \
+        [hourly.first, hourly.first + timedelta(minutes=30), hourly.first + timedelta(minutes=90)]
+
+
+@pytest.mark.parametrize("misfire", ["skip", "once", "all"])
+def test_a_year_of_missed_firings_is_counted_back_from_now_not_walked(misfire: str) -> None:
+    import time
+
+    every_second = parse_schedule({"type": "repeat", "interval": "1s"}, FRIDAY_1650)
+    every_minute = parse_schedule({"type": "repeat", "cron": "* * * * *"}, FRIDAY_1650)
+    year = FRIDAY_1650 + timedelta(days=365, milliseconds=300)
+    began = time.perf_counter()
+    fast = due_firings(every_second, None, year, misfire)
+    slow = due_firings(every_minute, None, year, misfire)
+    assert time.perf_counter() - began < 1.0
+    expected = {"skip": 1, "once": 1, "all": MAX_CATCH_UP}[misfire]
+    assert len(fast) == len(slow) == expected  # skip: the latest is due within the second
+    if fast:
+        assert fast[-1] == year - timedelta(milliseconds=300)
+        assert fast == sorted(fast) and fast[0] == year - timedelta(milliseconds=300, seconds=len(fast) - 1)
+    if slow:
+        assert slow[-1] == FRIDAY_1650 + timedelta(days=365)

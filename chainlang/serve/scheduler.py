@@ -95,7 +95,9 @@ class Scheduler:
     poll_seconds: float = 0.5  # how often to look for tasks added by other processes
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     on_finished: Callable[[Firing, str, float], None] | None = None  # metrics: firing, status, seconds
+    rest_seconds: float = 60.0  # a task whose schedule cannot be read is left alone this long
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _resting: dict[str, float] = field(default_factory=dict)  # task id -> loop time it may be tried again
 
     # -- the loop
 
@@ -120,10 +122,15 @@ class Scheduler:
         self._wake.set()
 
     async def _until_next(self) -> float:
-        due = await asyncio.to_thread(self.store.next_due)
+        if len(self.running) >= self.max_running:
+            return self.poll_seconds  # a firing that ends wakes the loop
+        now = self.clock.now()
+        # the tasks someone holds (this process's running firings too) are not waited for:
+        # their end wakes the loop, or the poll finds them when their lease runs out
+        due = await asyncio.to_thread(self.store.next_due, now)
         if due is None:
             return self.poll_seconds
-        seconds = (datetime.fromisoformat(due) - self.clock.now()).total_seconds()
+        seconds = (datetime.fromisoformat(due) - now).total_seconds()
         return max(0.0, min(self.poll_seconds, seconds))
 
     async def tick(self) -> int:
@@ -132,14 +139,31 @@ class Scheduler:
         free = self.max_running - len(self.running)
         if free <= 0:
             return 0
-        due = await asyncio.to_thread(self.store.due_tasks, now, free)
+        due = await asyncio.to_thread(self.store.due_tasks, now, free + len(self._resting))
         started = 0
+        resting_now = asyncio.get_running_loop().time()
         for task in due:
-            if task.id in self.running:
+            if task.id in self.running or self._resting.get(task.id, 0.0) > resting_now:
+                continue
+            if started >= free:
+                break
+            self._resting.pop(task.id, None)
+            try:
+                _timing(task)
+            except StoreError as exc:  # not fired, and not looked at again for a while
+                log.error("%s (trying again in %gs)", exc, self.rest_seconds)
+                self._resting[task.id] = resting_now + self.rest_seconds
                 continue
             lease = await asyncio.to_thread(self.store.claim, task.id, self.owner, now, self.lease_seconds)
             if lease is None:  # another process took it in between
                 continue
+            if lease.version != task.version + 1:  # changed since read: another process may have fired it
+                fresh = await asyncio.to_thread(self.store.get_task, task.id)
+                if fresh is None or fresh.status != "active" or fresh.next_run is None \
+                        or datetime.fromisoformat(fresh.next_run) > now:
+                    await asyncio.to_thread(self._release, task.id)
+                    continue
+                task = fresh
             self.running[task.id] = asyncio.create_task(self._guarded(task, now), name=f"task {task.id}")
             started += 1
         return started
@@ -218,7 +242,7 @@ class Scheduler:
             finally:
                 renewer.cancel()
             if self.on_finished is not None:
-                self.on_finished(Firing(task, run, not run.new, late), status,
+                self.on_finished(Firing(task, run, not run.new, max(0.0, late)), status,
                                  asyncio.get_running_loop().time() - started)
         nxt = next_run(timing, due_at, self.clock.now(), misfire)
         await asyncio.to_thread(store.finish_run, task.id, self.owner, due_at, status, self.clock.now(),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["MISFIRE", "Schedule", "ScheduleError", "due_firings", "parse_at", "parse_schedule"]
 
@@ -53,14 +53,26 @@ class Schedule:
 
     def after(self, moment: datetime) -> datetime | None:
         """The first firing strictly after `moment` (None: a once/delay task has no more)."""
-        if self.cron is not None:
-            return _cron_next(self.cron, moment)
-        if self.every is None:
-            return self.first if self.first > moment else None
         if moment < self.first:
             return self.first
+        if self.cron is not None:  # read in the zone it was scheduled in (the store gives UTC)
+            return _cron_next(self.cron, moment.astimezone(self.first.tzinfo))
+        if self.every is None:
+            return None
         steps = (moment - self.first) // self.every + 1
         return self.first + steps * self.every
+
+    def at_or_before(self, moment: datetime) -> datetime | None:
+        """The last firing at or before `moment` (None: none is due by then)."""
+        if moment < self.first:
+            return None
+        if self.cron is not None:
+            local = moment.astimezone(self.first.tzinfo)
+            found = _cron_previous(self.cron, local + timedelta(microseconds=1))
+            return found if found >= self.first else self.first
+        if self.every is None:
+            return self.first
+        return self.first + ((moment - self.first) // self.every) * self.every
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "first": self.first.isoformat()}
@@ -132,28 +144,20 @@ def due_firings(schedule: Schedule, last: datetime | None, now: datetime, misfir
     if misfire not in MISFIRE:
         raise ScheduleError(f"misfire {misfire!r}: one of {', '.join(MISFIRE)}")
     start = last if last is not None else schedule.first - timedelta(microseconds=1)
-    missed: list[datetime] = []
-    for moment in _firings(schedule, start):
-        if moment > now:
-            break
+    wanted = MAX_CATCH_UP if misfire == "all" else 1
+    missed: list[datetime] = []  # from the latest back: a long pause is not walked through
+    moment = schedule.at_or_before(now)
+    while moment is not None and moment > start and len(missed) < wanted:
         missed.append(moment)
-        if len(missed) > MAX_CATCH_UP:
-            missed.pop(0)
+        moment = schedule.at_or_before(moment - timedelta(microseconds=1))
     if not missed:
         return []
+    missed.reverse()
     if misfire == "all":
         return missed
     if misfire == "once":
         return missed[-1:]
     return missed[-1:] if now - missed[-1] < timedelta(seconds=1) else []  # skip: only what is due right now
-
-
-def _firings(schedule: Schedule, after: datetime) -> Iterator[datetime]:
-    moment: datetime | None = after
-    while moment is not None:
-        moment = schedule.after(moment)
-        if moment is not None:
-            yield moment
 
 
 # -- the forms the seed writes
@@ -271,6 +275,15 @@ def _cron_next(expr: str, moment: datetime) -> datetime:
     local = moment.replace(tzinfo=None)  # cron reads wall-clock fields in the clock's zone
     nxt: datetime = next(CronSim(expr, local))
     return nxt.replace(tzinfo=zone)
+
+
+def _cron_previous(expr: str, moment: datetime) -> datetime:
+    """The cron firing strictly before `moment`, in `moment`'s zone."""
+    from cronsim import CronSim
+
+    zone = moment.tzinfo
+    found: datetime = next(CronSim(expr, moment.replace(tzinfo=None), reverse=True))
+    return found.replace(tzinfo=zone)
 
 
 def _aware(now: datetime) -> None:
