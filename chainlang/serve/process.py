@@ -74,7 +74,8 @@ def _start_logging() -> None:
     logger = logging.getLogger("chainlang.serve")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("serve: %(message)s"))
+        worker = os.environ.get("CHAINLANG_SERVE_WORKER")  # serve --workers: which one speaks
+        handler.setFormatter(logging.Formatter(f"serve[{worker}]: %(message)s" if worker else "serve: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
