@@ -145,9 +145,9 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
         taken = await engine.recover() if options.recover else {}
     except StoreError as exc:
         raise UsageError(f"cannot take up what the last serve left: {exc}") from None
-    if freed or any(taken.values()):
-        log.info("took up what a stopped serve left: %d task lease(s) freed; emits: %d resumed, %d dropped "
-                 "(never acknowledged), %d failed", len(freed), taken["resumed"], taken["dropped"], taken["failed"])
+    if freed or any(taken.values()):  # the counts Engine.recover keeps (resumed, busy, failed), whichever it has
+        emits = ", ".join(f"{n} {what}" for what, n in taken.items() if n) or "none"
+        log.info("took up what a stopped serve left: %d task lease(s) freed; emits: %s", len(freed), emits)
     runner = web.AppRunner(make_app(engine, scheduler, token), handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, options.host, options.port, reuse_address=True, reuse_port=options.reuse_port or None)
