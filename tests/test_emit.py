@@ -271,6 +271,28 @@ def test_the_same_id_twice_runs_the_hooks_once(tmp_path: Path) -> None:
     assert len(runs(tmp_path)) == 2  # the duplicate wrote no transcript
 
 
+def test_an_id_claimed_by_a_process_that_died_before_its_transcript_began(tmp_path: Path) -> None:
+    # the claim is in the store (with its payload), its transcript never began, its lock is
+    # free: the same id emitted again fires it, under the claim's run id, with the kept payload
+    from chainlang.store import open_store
+
+    project(tmp_path)
+    where = tmp_path / ".chainlang" / "runs" / "dead-run.jsonl"
+    with open_store(tmp_path) as store:
+        store.claim_emit("msg-9", "email.received", "dead-run", str(where), json.loads(SARAH))
+    other = json.dumps({"sender": "Bob", "subject": "ignored: the claim's payload is used"})
+    proc = cli(tmp_path, *emit("email.received", "--data", other, "--id", "msg-9"))
+    assert proc.returncode == 0, show(proc)
+    assert sorted(labels(tmp_path)) == ["mail from Sarah Lee: budget", "sarah wrote (email.received)"]
+    assert records(where)[0]["run_id"] == "dead-run"
+    with open_store(tmp_path) as store:
+        claim = store.get_emit("msg-9")
+        assert claim is not None and claim.status == "ok"
+    again = cli(tmp_path, *emit("email.received", "--data", SARAH, "--id", "msg-9"))
+    assert again.returncode == 0 and "already processed" in again.stderr, show(again)
+    assert len(labels(tmp_path)) == 2
+
+
 def test_the_same_id_twice_with_the_same_transcript_path(tmp_path: Path) -> None:
     # the duplicate is found before the existing --transcript is refused
     project(tmp_path)

@@ -162,15 +162,20 @@ async def emit_async(
     pinned = parse_now(now) if isinstance(now, str) else now
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else loaded.root / ".chainlang" / "runs" / f"{run_id}.jsonl"
+    earlier = None
     if id is not None:  # a key seen before: nothing new is written (a resumed emit records its end itself)
         earlier = _lookup(loaded.root, id)
         if earlier is not None:
-            return await _again(earlier, name, tools, registry, progress, notify, decider)
+            again = await _again(earlier, name, tools, registry, progress, notify, decider)
+            if again is not None:
+                return again
+            run_id, where = earlier.run_id, Path(earlier.transcript)  # its process died before it began
+            data = earlier.data
     if where.exists() and where.stat().st_size > 0:
         raise UsageError(f"{where}: the transcript exists already; give a new path")
     key = _project_key(loaded.root, create=True)
     lock = _take(where)  # before the claim: a claimed emit whose lock is free is one no process runs
-    if id is not None:
+    if id is not None and (earlier is None or earlier.run_id != run_id):
         try:
             claim = _claim(loaded.root, id, name, run_id, where, data)
         except BaseException:
@@ -178,7 +183,10 @@ async def emit_async(
             raise
         if not claim.new:  # another emit claimed it in between
             _give_up(lock, where)
-            return await _again(claim, name, tools, registry, progress, notify, decider)
+            return await _again(claim, name, tools, registry, progress, notify, decider) or EmitResult(
+                claim.run_id, name, "duplicate", transcript=Path(claim.transcript),
+                previous={"run_id": claim.run_id, "event": claim.event, "status": claim.status,
+                          "transcript": claim.transcript})
     header = {"chain": None, "file": str(loaded.root.resolve()), "file_sha256": loaded.digest, "inputs": {},
               "now": pinned.isoformat() if pinned else None,
               "started_at": (pinned or datetime.now().astimezone()).isoformat(), "tools": list(tools),
@@ -399,23 +407,30 @@ def _finish(root: Path, key: str, status: str) -> None:
 
 
 async def _again(claim: Any, name: str, tools: Sequence[str], registry: "Registry | None",
-                 progress: "ProgressView | None", notify: Callable[[str], None] | None, decider: Any) -> EmitResult:
-    """The key was claimed before: report that emit, or continue it if it was interrupted."""
+                 progress: "ProgressView | None", notify: Callable[[str], None] | None,
+                 decider: Any) -> EmitResult | None:
+    """The key was claimed before: report that emit, or continue it if it was interrupted.
+    None: its process died before its transcript began, and its payload was kept: the
+    caller fires it now, under the claim's run id."""
     previous = {"run_id": claim.run_id, "event": claim.event, "status": claim.status, "transcript": claim.transcript}
-    if claim.status == "started" and Path(claim.transcript).is_file():
-        from chainlang.journal.lock import RunInUse, RunLock
+    duplicate = EmitResult(claim.run_id, name, "duplicate", transcript=Path(claim.transcript), previous=previous)
+    if claim.status != "started":
+        return duplicate
+    from chainlang.journal.lock import RunInUse, RunLock
 
-        try:  # a live emit holds the transcript's lock: then it is running, not interrupted
-            RunLock.acquire(Path(claim.transcript), create=False).release()
-        except (RunInUse, OSError, FileNotFoundError):
-            return EmitResult(claim.run_id, name, "duplicate", transcript=Path(claim.transcript), previous=previous)
-        from chainlang.runtime.resume import resume_async
+    where = Path(claim.transcript)
+    try:  # a live emit holds the transcript's lock: then it is running, not interrupted
+        RunLock.acquire(where, create=not where.is_file()).release()
+    except (RunInUse, OSError):
+        return duplicate
+    if not where.is_file() or where.stat().st_size == 0:
+        return None if claim.data is not None and claim.event == name else duplicate
+    from chainlang.runtime.resume import resume_async
 
-        result = await resume_async(claim.transcript, tools=tools, registry=registry, progress=progress,
-                                    notify=notify, decider=decider)
-        assert isinstance(result, EmitResult)
-        return result
-    return EmitResult(claim.run_id, name, "duplicate", transcript=Path(claim.transcript), previous=previous)
+    result = await resume_async(claim.transcript, tools=tools, registry=registry, progress=progress,
+                                notify=notify, decider=decider)
+    assert isinstance(result, EmitResult)
+    return result
 
 
 def emit(name: str, data: Any, **options: Any) -> EmitResult:
