@@ -15,15 +15,17 @@ import json
 import re
 import shutil
 import socket
+import subprocess
 import textwrap
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from tests.hooks_util import labels, log, records, write, write_tools
+from tests.hooks_util import clean_env, command, labels, log, records, write, write_tools
 from tests.serve_util import Server, Servers, env_with, run, servers, show, wait_until  # noqa: F401  (a fixture)
 
 EVENTS = """\
@@ -199,8 +201,6 @@ def test_the_same_idempotency_key_runs_once(shared: Server) -> None:
 
 
 def test_keys_posted_at_the_same_time_run_once(shared: Server) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     key, subject = unique("race"), unique("race")
     data = {"sender": "Ann", "subject": subject}
     with ThreadPoolExecutor(max_workers=6) as pool:
@@ -537,14 +537,21 @@ def test_sigterm_lets_a_running_action_finish_within_the_grace(tmp_path: Path, s
     make_project(tmp_path)
     server = servers.start(tmp_path, "--grace", "5s")
     accepted = _slow(server, "drained", key="job-drained")
-    server.send()
-    # stopping: no new events, /healthz says so
-    wait_until("stopping refuses events", lambda: server.event("metrics.ping", {}).status_code == 503, server=server)
-    assert assert_json_error(server.event("metrics.ping", {}), 503)["error"].startswith("serve is stopping")
-    assert server.get("/healthz").json()["status"] == "stopping"
+    with ThreadPoolExecutor(max_workers=1) as pool:  # and one whose sender waits for its actions
+        waiting = pool.submit(server.event, "slow.job", {"label": "waited", "seconds": 1.0}, None, True)
+        wait_until("the waited one started", lambda: "waited:start" in labels(tmp_path), server=server)
+        server.send()
+        # stopping: no new events, /healthz says so
+        wait_until("stopping refuses events", lambda: server.event("metrics.ping", {}).status_code == 503,
+                   server=server)
+        assert assert_json_error(server.event("metrics.ping", {}), 503)["error"].startswith("serve is stopping")
+        assert server.get("/healthz").json()["status"] == "stopping"
+        answer = waiting.result(timeout=30)
+    assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
     assert server.stop() == 0, server.describe()
     assert server.stdout.splitlines()[-1] == "serve stopped", server.describe()
-    assert labels(tmp_path) == ["before drained", "drained:start", "drained:end"]
+    assert sorted(labels(tmp_path)) == ["before drained", "before waited", "drained:end", "drained:start",
+                                        "waited:end", "waited:start"]
     recs = records(Path(accepted["transcript"]))
     assert recs[-1]["type"] == "run_finished" and recs[-1]["status"] == "ok", recs[-1]
     assert "interrupted" not in server.stderr
@@ -559,11 +566,24 @@ def test_sigterm_lets_a_running_action_finish_within_the_grace(tmp_path: Path, s
 def test_sigterm_past_the_grace_interrupts_and_the_next_serve_resumes(tmp_path: Path, servers: Servers) -> None:
     make_project(tmp_path)
     server = servers.start(tmp_path, "--grace", "0.2s")
-    accepted = _slow(server, "cut", key="job-cut")
-    assert server.stop() == 0, server.describe()
+    # the sender waits for the actions (emit --to without --no-wait), and hears that they were cut
+    sender = subprocess.Popen(command("emit", "slow.job", "--data", '{"label": "cut", "seconds": 1.5}', "--id",
+                                      "job-cut", "--to", server.url), cwd=tmp_path, env=clean_env(),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until("the action started", lambda: "cut:start" in labels(tmp_path), server=server)
+        assert server.stop() == 0, server.describe()
+        out, err = sender.communicate(timeout=30)
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+            sender.communicate()
+    assert sender.returncode == 1 and out == "", (out, err)
+    assert err.startswith("emit slow.job interrupted: ") and "the next serve resumes them" in err, err
     assert server.stdout.splitlines()[-1] == "serve stopped", server.describe()
     assert "interrupted 1 event(s)" in server.stderr, server.describe()
-    transcript = Path(accepted["transcript"])
+    (transcript,) = (tmp_path / ".chainlang" / "runs").glob("*.jsonl")
+    run_id = transcript.stem
     recs = records(transcript)
     assert recs[-1]["type"] == "run_finished" and recs[-1]["status"] == "interrupted", recs[-1]
     assert labels(tmp_path) == ["before cut", "cut:start"]
@@ -571,13 +591,13 @@ def test_sigterm_past_the_grace_interrupts_and_the_next_serve_resumes(tmp_path: 
 
     with project_store(tmp_path) as store:
         claim = store.get_emit("job-cut")
-        assert claim is not None and claim.status == "started" and claim.run_id == accepted["run_id"]
+        assert claim is not None and claim.status == "started" and claim.run_id == run_id
     # the next serve resumes it where it stopped: the step that ended is not run again
     again = servers.start(tmp_path)
     assert "1 resumed" in again.stderr, again.describe()
     wait_until("the resumed action ended", lambda: "cut:end" in labels(tmp_path), server=again)
     assert labels(tmp_path) == ["before cut", "cut:start", "cut:start", "cut:end"]
-    info = again.run_info(accepted["run_id"], until=lambda b: b["status"] != "running")
+    info = again.run_info(run_id, until=lambda b: b["status"] != "running")
     assert info["status"] == "ok", info
     assert records(transcript)[-1]["status"] == "ok"
     with project_store(tmp_path) as store:

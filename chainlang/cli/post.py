@@ -84,6 +84,9 @@ def post_command(to: str, name: str, data_text: str, key: str | None, as_json: b
     if reply.status_code == 503:
         from chainlang.cli.run import _err
 
+        if body.get("status") == "interrupted":  # taken, then cut by serve's stop: resumed by the next serve
+            _err(f"emit {name} interrupted: {message}")
+            return 1
         _err(f"emit {name}: serve at {to} cannot take it now: {message}")
         for line in body.get("diagnostics") or []:
             _err(f"  {line}")

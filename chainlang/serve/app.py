@@ -11,7 +11,8 @@ Routes:
   header. 202 once the event is recorded (its transcript has begun), or 200 with how its
   hooks ended with `?wait=1`; 200 `duplicate` for a key seen before; 400 a malformed body,
   404 an unknown event, 413 too large, 422 a payload that does not match, 503 while
-  stopping (or when the project's hooks have errors).
+  stopping (or when the project's hooks have errors; or, with `?wait=1`, status
+  `interrupted` when serve stopped past its grace period before the actions ended).
 - `GET /runs/{id}`: a run's state (from its transcript); `GET /healthz`; `GET /metrics`.
 
 Every error is a JSON object `{"error": ...}`; no request can make it print a traceback.
@@ -81,8 +82,20 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
             return _json(400, {"error": f"the body nests deeper than {_MAX_DEPTH} levels"})
         key = request.headers.get("Idempotency-Key")
         wait = request.query.get("wait", "") in ("1", "true", "yes")
-        reply = await engine.accept(name, data, key, wait)
-        if reply.code == 201 or reply.code == 202:
+        try:
+            reply = await engine.accept(name, data, key, wait)
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is None or me.cancelling():
+                raise  # this request itself is cancelled
+            # the event's actions were cut (serve stopped past its grace period) while the sender
+            # waited for them: say so, rather than closing the connection without an answer
+            again = ("send it again with the same Idempotency-Key to learn how it ended" if key is not None else
+                     "GET /runs/ID of its run on the next serve says how it ended")
+            return _json(503, {"status": "interrupted", "event": name,
+                               "error": "serve stopped before the event's actions ended: they are recorded "
+                                        f"interrupted, and the next serve resumes them; {again}"})
+        if reply.code in (200, 202) and reply.body.get("status") != "duplicate":
             scheduler.wake()  # its actions may have scheduled a task
         return _json(reply.code, reply.body)
 
