@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import textwrap
@@ -607,6 +608,25 @@ def test_sigterm_past_the_grace_interrupts_and_the_next_serve_resumes(tmp_path: 
     assert reply.json()["status"] == "duplicate" and reply.json()["previous"]["status"] == "ok", reply.text
     assert again.stop() == 0
     assert labels(tmp_path).count("cut:end") == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_second_signal_stops_at_once_and_records_the_cut(tmp_path: Path, servers: Servers, sig: int) -> None:
+    make_project(tmp_path)
+    server = servers.start(tmp_path)  # the default grace: 30 s
+    accepted = _slow(server, "long", seconds=20)
+    server.send(sig)
+    wait_until("the drain began", lambda: "signal again to stop now" in server.stderr, server=server)
+    began = time.monotonic()
+    server.proc.send_signal(sig)
+    assert server.stop(timeout=10) == 0, server.describe()
+    assert time.monotonic() - began < 5, server.describe()
+    assert server.stdout.splitlines()[-1] == "serve stopped", server.describe()
+    assert "interrupted 1 event(s) and 0 firing(s) on a second signal" in server.stderr, server.describe()
+    assert "Traceback" not in server.stderr
+    recs = records(Path(accepted["transcript"]))
+    assert recs[-1]["type"] == "run_finished" and recs[-1]["status"] == "interrupted", recs[-1]
+    assert labels(tmp_path) == ["before long", "long:start"]
 
 
 # -- scheduled tasks ----------------------------------------------------------------------------------

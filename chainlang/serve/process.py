@@ -173,18 +173,47 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     try:
         await stopping.wait()
     finally:
+        # a second signal while draining: stop now, without the rest of the grace period (what
+        # was cut is recorded interrupted all the same, and "serve stopped" still said)
+        hurry = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        log.info("stopping: no new events; waiting up to %gs for %d event(s) and %d task firing(s)", grace,
-                 len(engine.jobs), len(scheduler.running))
-        engine.accepting = False
-        stopping.set()
-        await ticking
-        cut = await asyncio.gather(engine.drain(grace), scheduler.drain(grace))
-        if cut[0] or cut[1]:
-            log.info("interrupted %d event(s) and %d firing(s) past the grace period; the next serve resumes them",
-                     cut[0], len(cut[1]))
-        await runner.cleanup()
-        await close_decider(engine.decider)
+            loop.add_signal_handler(sig, hurry.set)
+        try:
+            if engine.jobs or scheduler.running:
+                log.info("stopping: no new events; waiting up to %gs for %d event(s) and %d task firing(s) "
+                         "(signal again to stop now)", grace, len(engine.jobs), len(scheduler.running))
+            else:
+                log.info("stopping: no new events")
+            engine.accepting = False
+            stopping.set()
+            await ticking
+            events, firings = await _drain(engine, scheduler, grace, hurry)
+            if events or firings:
+                log.info("interrupted %d event(s) and %d firing(s) %s; the next serve resumes them", events, firings,
+                         "on a second signal" if hurry.is_set() else "past the grace period")
+            await runner.cleanup()
+            await close_decider(engine.decider)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
     print("serve stopped", flush=True)
     return 0
+
+
+async def _drain(engine: Any, scheduler: Any, grace: float, hurry: asyncio.Event) -> tuple[int, int]:
+    """Let the running events and firings end within `grace` s (or until `hurry` is set);
+    cancel the rest. How many events and firings were cut."""
+    draining = asyncio.ensure_future(asyncio.gather(engine.drain(grace), scheduler.drain(grace)))
+    hurried = asyncio.ensure_future(hurry.wait())
+    await asyncio.wait({draining, hurried}, return_when=asyncio.FIRST_COMPLETED)
+    hurried.cancel()
+    forced = [0, 0]
+    if not draining.done():
+        log.info("signalled again: stopping now")
+        for i, jobs in enumerate((list(engine.jobs.values()), list(scheduler.running.values()))):
+            for job in jobs:
+                if not job.done():
+                    job.cancel()
+                    forced[i] += 1
+    cut_events, cut_firings = await draining
+    return cut_events + forced[0], len(cut_firings) + forced[1]
