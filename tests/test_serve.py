@@ -355,7 +355,10 @@ def test_emit_to_prints_what_a_local_emit_prints(shared: Server) -> None:
     (("task.due", "--data", "{}"), 2, "cannot be emitted"),
     (("email.received", "--data", "{nope"), 2, "--data: not JSON"),
     (("email.received", "--data", '{"sender": "x", "subject": "y"}', "--id", "a\tb"), 2, "control character"),
-], ids=["invalid data", "not an object", "unknown event", "task.due", "malformed --data", "bad --id"])
+    (("email.received", "--data", '{"sender": "x", "subject": "y"}', "--id", "a\nb"), 2, "control character"),
+    (("email.received", "--data", '{"sender": "x", "subject": "y"}', "--id", "k" * 201), 2, "at most 200"),
+], ids=["invalid data", "not an object", "unknown event", "task.due", "malformed --data", "bad --id", "newline --id",
+        "long --id"])
 def test_emit_to_exits_as_a_local_emit(shared: Server, args: tuple[str, ...], code: int, says: str) -> None:
     local, remote = _both(shared, *args)
     assert local.returncode == code and remote.returncode == code, show(local) + show(remote)
@@ -369,7 +372,8 @@ def test_emit_to_an_unreachable_or_bad_url_exits_2(shared: Server) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     for url, says in ((f"http://127.0.0.1:{port}", "cannot reach serve"), ("ftp://example.org", "base URL"),
-                      ("127.0.0.1:8765", "base URL")):
+                      ("127.0.0.1:8765", "base URL"), ("http://[::1", "not a URL"), ("http://127.0.0.1:99999", "not a URL"),
+                      ("http://:8765", "base URL"), (shared.url + "/?wait=0", "base URL")):
         proc = run(shared.project, "emit", "metrics.ping", "--data", "{}", "--to", url)
         assert proc.returncode == 2 and says in proc.stderr, show(proc)
         assert "Traceback" not in proc.stderr
@@ -411,6 +415,21 @@ def test_emit_to_json_id_and_no_wait(shared: Server) -> None:
     quiet = run(shared.project, "emit", "metrics.ping", "--data", "{}", "--no-wait", "--json", "--to", shared.url)
     assert quiet.returncode == 0, show(quiet)
     assert json.loads(quiet.stdout)["status"] in ("accepted", "ok")
+
+
+def test_emit_to_and_a_local_emit_share_a_non_ascii_id(shared: Server) -> None:
+    key, subject = unique("clé-été"), unique("accents")
+    data = json.dumps({"sender": "Zoë", "subject": subject})
+    remote = run(shared.project, "emit", "email.received", "--data", data, "--id", key, "--to", shared.url)
+    assert remote.returncode == 0 and "1 hook fired" in remote.stdout, show(remote)
+    local = run(shared.project, "emit", "email.received", "--data", data, "--id", key)
+    assert local.returncode == 0 and "already processed" in local.stderr, show(local)
+    again = shared.event("email.received", json.loads(data), key=None, wait=True)  # no key: runs
+    assert again.json()["status"] == "ok"
+    raw = shared.post("/events/email.received?wait=1", content=data.encode(),
+                      headers={"Idempotency-Key": key.encode("utf-8")})
+    assert raw.json()["status"] == "duplicate", raw.text
+    assert count(shared.project, f"mail from Zoë: {subject}") == 2
 
 
 # -- refusing to start ------------------------------------------------------------------------------

@@ -37,26 +37,50 @@ def post_command(to: str, name: str, data_text: str, key: str | None, as_json: b
     from chainlang.cli.run import _no_constant, _out, report_emit
     from chainlang.runtime.emit import EmitResult
 
-    parts = urlsplit(to)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        parts = urlsplit(to)
+        parts.port  # noqa: B018  (raises ValueError for a port out of range)
+    except ValueError as exc:
+        raise UsageError(f"--to {to}: not a URL ({exc}); give the serve's base URL, e.g. http://127.0.0.1:8765") \
+            from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         raise UsageError(f"--to {to}: give the serve's base URL, e.g. http://127.0.0.1:8765")
     try:
         data = json.loads(data_text, parse_constant=_no_constant)
     except ValueError as exc:
         raise UsageError(f"--data: not JSON ({exc}); give the payload as a JSON object") from None
-    headers = {"Content-Type": "application/json"}
+    if key is not None:  # refused here as a local emit refuses it (a newline could not even be sent)
+        from chainlang.store import StoreError
+        from chainlang.store.base import check_key
+
+        try:
+            check_key(key)
+        except StoreError as exc:
+            raise UsageError(f"--id {key}: {exc}") from None
+    # header values as UTF-8 bytes (httpx would encode text as ASCII): serve reads them as UTF-8,
+    # so a key such as "clé" is the same key a local emit --id claims
+    headers: dict[bytes, bytes] = {b"Content-Type": b"application/json"}
     if key is not None:
-        headers["Idempotency-Key"] = key
+        headers[b"Idempotency-Key"] = key.encode("utf-8", "surrogateescape")
     token = _token()
     if token:
-        headers["Authorization"] = f"Bearer {token}"
+        headers[b"Authorization"] = f"Bearer {token}".encode("utf-8", "surrogateescape")
     url = to.rstrip("/") + "/events/" + quote(name, safe="") + ("?wait=1" if wait else "")
     try:
         reply = httpx.post(url, content=json.dumps(data).encode("utf-8"), headers=headers,
                            timeout=httpx.Timeout(TIMEOUT, connect=10.0))
-    except httpx.HTTPError as exc:
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise UsageError(f"cannot reach serve at {to}: {exc or type(exc).__name__}; is chainlang serve "
                          "running there?") from None
+    except (httpx.TimeoutException, httpx.TransportError) as exc:  # connected, then no answer
+        again = "send it again with the same --id to learn how it ended" if key is not None else \
+            "an --id lets you send it again safely"
+        late = isinstance(exc, httpx.TimeoutException)
+        raise UsageError(f"serve at {to} " + (f"did not answer within {TIMEOUT:g} s" if late else
+                                              f"closed the connection without an answer ({exc or type(exc).__name__})")
+                         + f"; the event may have been taken: {again}") from None
+    except httpx.HTTPError as exc:  # the URL or the request could not be sent at all
+        raise UsageError(f"cannot send the event to {to}: {exc or type(exc).__name__}") from None
     try:
         body: dict[str, Any] = reply.json()
         if not isinstance(body, dict):
