@@ -90,9 +90,32 @@ def list_tasks(ctx: "RunContext", filter: dict[str, Any] | None = None, status: 
     except StoreError as exc:
         raise ValueError(f"the project's store cannot be opened: {exc}") from None
     with _store(root) as store:
-        tasks = [describe(task) for task in store.list_tasks(status=status)]
+        tasks = [_on_clock(describe(task), ctx) for task in store.list_tasks(status=status)]
     wanted = dict(filter or {})
-    return {"tasks": [t for t in tasks if all(t.get(k) == v for k, v in wanted.items())]}
+    return {"tasks": [t for t in tasks if all(_matches(t, k, v) for k, v in wanted.items())]}
+
+
+def _on_clock(task: dict[str, Any], ctx: "RunContext") -> dict[str, Any]:
+    """The task's moments in the zone of the run's clock, as task.schedule's next_run."""
+    from datetime import datetime
+
+    zone = ctx.now().tzinfo
+    for key in ("due", "last_run"):
+        if isinstance(task.get(key), str):
+            try:
+                task[key] = datetime.fromisoformat(task[key]).astimezone(zone).isoformat()
+            except ValueError:
+                pass
+    return task
+
+
+def _matches(task: dict[str, Any], key: str, wanted: Any) -> bool:
+    """A field equals the filter's value; a moment (`due`, `last_run`) also matches its
+    date (`{due: "{tools.now.date}"}`: the tasks due that day)."""
+    value = task.get(key)
+    if key in ("due", "last_run") and isinstance(wanted, str) and isinstance(value, str) and len(wanted) == 10:
+        return value[:10] == wanted
+    return bool(value == wanted)
 
 
 def cancel(ctx: "RunContext", task_id: str) -> dict[str, Any]:
@@ -145,7 +168,7 @@ def _stored_before(store: "Store", task_id: str, origin: str) -> "TaskRecord | N
     existing = store.get_task(task_id)
     if existing is None:
         return None
-    if existing.origin == origin and existing.status == "active":
+    if existing.origin == origin:  # whatever became of it since (fired, completed, cancelled)
         return existing
     raise ValueError(f"a task with id {task_id!r} exists already ({existing.status}, registered by "
                      f"{existing.origin or 'another run'}); cancel it first (chainlang tasks cancel "

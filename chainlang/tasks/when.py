@@ -52,15 +52,19 @@ class Schedule:
     cron: str | None = None
 
     def after(self, moment: datetime) -> datetime | None:
-        """The first firing strictly after `moment` (None: a once/delay task has no more)."""
+        """The first firing strictly after `moment` (None: a once/delay task has no more, nor
+        has any task after the year 9999)."""
         if moment < self.first:
             return self.first
-        if self.cron is not None:  # read in the zone it was scheduled in (the store gives UTC)
-            return _cron_next(self.cron, moment.astimezone(self.first.tzinfo))
-        if self.every is None:
+        try:
+            if self.cron is not None:  # read in the zone it was scheduled in (the store gives UTC)
+                return _cron_next(self.cron, moment.astimezone(self.first.tzinfo))
+            if self.every is None:
+                return None
+            steps = (moment - self.first) // self.every + 1
+            return self.first + steps * self.every
+        except (OverflowError, StopIteration):
             return None
-        steps = (moment - self.first) // self.every + 1
-        return self.first + steps * self.every
 
     def at_or_before(self, moment: datetime) -> datetime | None:
         """The last firing at or before `moment` (None: none is due by then)."""
@@ -92,6 +96,17 @@ class Schedule:
 def parse_schedule(params: dict[str, Any], now: datetime) -> Schedule:
     """The timing of `task.schedule` params (`type`, `at`, `interval`, `cron`) read at `now`."""
     _aware(now)
+    try:
+        return _parse_schedule(params, now)
+    except OverflowError:
+        raise ScheduleError(f"{_given(params)}: too far from now (dates end with the year 9999)") from None
+
+
+def _given(params: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {params[key]!r}" for key in ("at", "interval", "cron") if params.get(key) is not None)
+
+
+def _parse_schedule(params: dict[str, Any], now: datetime) -> Schedule:
     kind = params.get("type")
     at, interval, cron = params.get("at"), params.get("interval"), params.get("cron")
     if kind == "once":
@@ -111,8 +126,8 @@ def parse_schedule(params: dict[str, Any], now: datetime) -> Schedule:
             return Schedule("repeat", first if first > now else _cron_next(expr, now), cron=expr)
         every = _interval(interval, "a repeat task needs interval (e.g. '1 day') or cron (e.g. '0 8 * * 1-5')")
         first = parse_at(str(at), now) if at is not None else now + every
-        while first <= now:  # an `at` in the past starts the series at its next occurrence
-            first += every
+        if first <= now:  # an `at` in the past starts the series at its next occurrence
+            first += ((now - first) // every + 1) * every
         return Schedule("repeat", first, every=every)
     raise ScheduleError(f"type {kind!r}: a task is once (at a time), delay (after an interval) or repeat "
                         "(every interval, or by cron)")
@@ -124,6 +139,13 @@ def parse_at(text: str, now: datetime) -> datetime:
     raw = " ".join(text.strip().lower().split())
     if not raw or len(raw) > 100:
         raise ScheduleError(f"at {text[:40]!r}: give a time such as 'tomorrow 08:00' or '2026-11-23 17:00'")
+    try:
+        return _parse_at(text, raw, now)
+    except OverflowError:
+        raise ScheduleError(f"at {text!r}: too far from now (dates end with the year 9999)") from None
+
+
+def _parse_at(text: str, raw: str, now: datetime) -> datetime:
     try:
         value = datetime.fromisoformat(raw.replace("z", "+00:00") if raw.endswith("z") else raw)
     except ValueError:
