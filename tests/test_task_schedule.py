@@ -295,6 +295,22 @@ def test_the_same_step_attempt_stores_one_task(project: Path) -> None:
     assert sorted(t.id for t in stored(project)) == sorted([first["task_id"], other["task_id"]])
 
 
+def test_the_same_step_finds_its_task_whatever_became_of_it(project: Path) -> None:
+    """Resumed after its task already fired (or was cancelled): still its own task, not
+    'exists already'."""
+    from chainlang.stdlib.task import schedule
+    from chainlang.store import open_store
+
+    params: dict[str, Any] = {"type": "delay", "interval": "1s", "action": [{"user.notify": {"message": "x"}}]}
+    first = schedule(ctx(project), **params)
+    due = first["next_run"]
+    with open_store(project) as store:  # serve fired it meanwhile: completed
+        assert store.claim(first["task_id"], "w", due, 30) is not None
+        store.start_run(first["task_id"], "w", "run-1", "runs/run-1.jsonl", due, due)
+        assert store.finish_run(first["task_id"], "w", due, "ok", due, next_run=None).status == "completed"
+    assert schedule(ctx(project), **params) == first
+
+
 def test_a_step_run_again_after_a_crash_finds_the_task_it_stored(project: Path) -> None:
     """SIGKILL right after the task was committed, before the step's end was recorded:
     `chainlang resume` runs the step again, which finds its task (same id) and stores no

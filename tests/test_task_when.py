@@ -168,3 +168,31 @@ def test_a_year_of_missed_firings_is_counted_back_from_now_not_walked(misfire: s
         assert fast == sorted(fast) and fast[0] == year - timedelta(milliseconds=300, seconds=len(fast) - 1)
     if slow:
         assert slow[-1] == FRIDAY_1650 + timedelta(days=365)
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"type": "once", "at": "in 99999999999 days"}, "at 'in 99999999999 days': too far from now"),
+    ({"type": "once", "at": "in 9999999 weeks"}, "too far from now"),
+    ({"type": "delay", "interval": "99999999 weeks"}, "out of range"),
+])
+def test_times_beyond_the_year_9999_are_refused_clearly(params: dict[str, str], message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        parse_schedule(params, FRIDAY_1650)
+
+
+def test_a_series_ends_at_the_year_9999() -> None:
+    late = Schedule("repeat", datetime(9999, 12, 31, 12, 0, tzinfo=timezone.utc), every=timedelta(days=1))
+    assert late.after(late.first) is None
+    yearly = Schedule("repeat", datetime(9999, 1, 1, 0, 0, tzinfo=timezone.utc), cron="0 0 1 1 *")
+    assert yearly.after(yearly.first) is None
+
+
+def test_a_repeat_from_long_ago_starts_at_its_next_occurrence_at_once() -> None:
+    import time
+
+    began = time.perf_counter()
+    every = parse_schedule({"type": "repeat", "interval": "1s", "at": "2000-01-01 00:00"}, FRIDAY_1650)
+    assert time.perf_counter() - began < 0.5
+    assert every.first == FRIDAY_1650 + timedelta(seconds=1)
+    daily = parse_schedule({"type": "repeat", "interval": "1 day", "at": "2026-11-19 16:50"}, FRIDAY_1650)
+    assert daily.first == FRIDAY_1650 + timedelta(days=1)  # exactly now is not the future
