@@ -386,6 +386,55 @@ def test_a_failed_once_task_does_not_come_back(store: Store, tmp_path: Path) -> 
     assert (after.status, after.failures) == ("completed", 1)
 
 
+def test_a_fire_that_raises_is_a_failed_run_and_counts(store: Store, tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(Fire):
+        async def __call__(self, firing: Firing) -> tuple[str, Any]:
+            self.calls.append(firing)
+            raise RuntimeError("engine bug")
+
+    clock, fire = Clock(T0), Broken()
+    t = add(store, Schedule("repeat", T0 + timedelta(minutes=1), every=timedelta(minutes=1)))
+    s = make(store, tmp_path, clock, fire)
+    with caplog.at_level("ERROR", logger="chainlang.serve"):
+        for n in (1, 2, 3, 4):
+            clock.set(T0 + timedelta(minutes=n))
+            tick(s)
+    assert len(fire.calls) == 3  # then dead
+    after = task(store, t.id)
+    assert (after.status, after.failures, after.lease_owner) == ("dead", 3, None)
+    (first, *_) = store.runs(t.id)
+    assert first.status == "failed" and first.error == {"type": "internal", "message": "RuntimeError: engine bug"}
+    assert any("engine bug" in (r.exc_text or "") for r in caplog.records)
+
+
+def test_a_schedule_whose_next_firing_cannot_be_computed_ends(store: Store, tmp_path: Path) -> None:
+    clock, fire = Clock(T0), Fire()
+    bad = Schedule("repeat", T0, cron="not a cron")  # stored by hand: task.schedule checks cron
+    t = add(store, bad)
+    s = make(store, tmp_path, clock, fire)
+    for _ in range(3):
+        tick(s)
+    assert len(fire.calls) == 1  # fired at its first moment; its next one cannot be computed
+    after = task(store, t.id)
+    assert (after.status, after.lease_owner, after.next_run) == ("completed", None, None)
+    assert [r.status for r in store.runs(t.id)] == ["ok"]
+
+
+def test_a_task_that_cannot_be_planned_is_released_and_left_alone_for_a_while(store: Store, tmp_path: Path,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    clock, fire = Clock(T0 + timedelta(days=1)), Fire()  # missed: planning evaluates the cron
+    t = add(store, Schedule("repeat", T0, cron="not a cron"))
+    s = make(store, tmp_path, clock, fire, rest_seconds=60)
+    with caplog.at_level("ERROR", logger="chainlang.serve"):
+        for _ in range(3):
+            tick(s)
+    assert fire.calls == [] and store.runs(t.id) == []
+    after = task(store, t.id)
+    assert (after.status, after.lease_owner) == ("active", None)
+    assert len([r for r in caplog.records if "trying again in 60s" in r.getMessage()]) == 1
+
+
 # -- two schedulers, leases, crashes --------------------------------------------------------
 
 

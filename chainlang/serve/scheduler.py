@@ -95,7 +95,7 @@ class Scheduler:
     poll_seconds: float = 0.5  # how often to look for tasks added by other processes
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     on_finished: Callable[[Firing, str, float], None] | None = None  # metrics: firing, status, seconds
-    rest_seconds: float = 60.0  # a task whose schedule cannot be read is left alone this long
+    rest_seconds: float = 60.0  # a task whose schedule cannot be read or evaluated is left alone this long
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _resting: dict[str, float] = field(default_factory=dict)  # task id -> loop time it may be tried again
 
@@ -203,6 +203,10 @@ class Scheduler:
         except StoreError as exc:
             log.error("task %s: %s", task.id, exc)
             await asyncio.to_thread(self._release, task.id)
+        except Exception:  # e.g. a stored schedule that cannot be evaluated: leave it alone for a while
+            log.exception("task %s: not fired (trying again in %gs)", task.id, self.rest_seconds)
+            self._resting[task.id] = asyncio.get_running_loop().time() + self.rest_seconds
+            await asyncio.to_thread(self._release, task.id)
         finally:
             self.running.pop(task.id, None)
             self.wake()
@@ -239,12 +243,20 @@ class Scheduler:
             started = asyncio.get_running_loop().time()
             try:
                 status, error = await self.fire(Firing(task, run, not run.new, max(0.0, late)))
+            except Exception as exc:  # a bug under the action: a failed run (counted), not a run left open
+                log.exception("task %s: the firing of %s failed inside serve", task.id, run.due_at)
+                status, error = "failed", {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}
             finally:
                 renewer.cancel()
             if self.on_finished is not None:
                 self.on_finished(Firing(task, run, not run.new, max(0.0, late)), status,
                                  asyncio.get_running_loop().time() - started)
-        nxt = next_run(timing, due_at, self.clock.now(), misfire)
+        try:
+            nxt = next_run(timing, due_at, self.clock.now(), misfire)
+        except Exception as exc:  # a stored schedule that cannot be evaluated: this run was its last
+            log.error("task %s: its next firing cannot be computed (%s: %s); it ends here", task.id,
+                      type(exc).__name__, exc)
+            nxt = None
         await asyncio.to_thread(store.finish_run, task.id, self.owner, due_at, status, self.clock.now(),
                                 next_run=nxt, error=error, max_failures=self.max_failures)
 
