@@ -240,6 +240,8 @@ BAD = [
     ("a key too long", "email.received", b'{"sender": "x", "subject": "y"}',
      {"Idempotency-Key": "k" * 201}, 400, "at most"),
     ("an empty key", "email.received", b'{"sender": "x", "subject": "y"}', {"Idempotency-Key": ""}, 400, "empty"),
+    ("a body that is not the gzip it says", "email.received", b'{"sender": "x", "subject": "y"}',
+     {"Content-Encoding": "gzip"}, 400, "could not be read"),
     ("a key that is not UTF-8", "email.received", b'{"sender": "x", "subject": "y"}',
      {"Idempotency-Key": b"caf\xe9"}, 400, ""),
 ]
@@ -253,6 +255,7 @@ def test_bad_input_is_refused_with_a_json_error(shared: Server, what: str, event
     answer = assert_json_error(reply, code)
     assert says in answer["error"] or says in json.dumps(answer.get("errors")), answer
     assert shared.alive() and shared.get("/healthz").status_code == 200, shared.describe()
+    assert "Traceback" not in shared.stderr, shared.describe()
     assert len(list((shared.project / ".chainlang" / "runs").glob("*.jsonl"))) == before  # nothing ran
 
 
@@ -269,6 +272,9 @@ def test_other_routes_and_methods_answer_json(shared: Server) -> None:
     assert_json_error(shared.get("/nowhere"), 404)
     assert_json_error(shared.get("/events/email.received"), 405)
     assert_json_error(shared.post("/runs/x"), 405)
+    # a request line too long for the HTTP parser: aiohttp's own 400 (not JSON), and no traceback
+    assert shared.post("/events/" + "x" * 10_000, json={}).status_code == 400
+    assert shared.alive() and "Traceback" not in shared.stderr, shared.describe()
 
 
 # -- GET /healthz, /metrics, /runs/ID ---------------------------------------------------------------

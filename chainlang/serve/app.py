@@ -69,8 +69,18 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
             return _json(500, {"error": f"internal error: {type(exc).__name__}: {exc}; see serve's log"})
 
     async def post_event(request: web.Request) -> web.StreamResponse:
+        from aiohttp.web_protocol import RequestPayloadError
+
         name = request.match_info["name"]
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except RequestPayloadError as exc:  # e.g. a Content-Encoding the body does not have
+            engine.metrics.rejected.labels(reason="malformed").inc()
+            refused = _json(400, {"error": "the body could not be read: "
+                                           + " ".join(_short(exc.__cause__ or exc).split())})
+            refused.force_close()  # the rest of the body cannot be read: the connection ends with the answer
+            request.content.feed_eof()  # and aiohttp is not to read it again (an error, and a reset, after the answer)
+            return refused
         try:
             data = json.loads(raw, parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:

@@ -70,15 +70,32 @@ def _token(config: Any, host: str) -> str | None:
     return token
 
 
+class _OneLine(logging.Formatter):
+    """A log record on one line: an exception is named with its message, its traceback shown
+    only with CHAINLANG_DEBUG=1 (a request, however bad, must not print a traceback)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info and record.exc_info[1] is not None and not os.environ.get("CHAINLANG_DEBUG"):
+            exc = record.exc_info[1]
+            cause = exc.__cause__ or exc.__context__
+            said = f"{type(exc).__name__}: {exc}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
+            record = logging.makeLogRecord({**record.__dict__, "msg": f"{record.getMessage()}: {' '.join(said.split())}",
+                                            "args": None, "exc_info": None, "exc_text": None})
+        return super().format(record)
+
+
 def _start_logging() -> None:
-    logger = logging.getLogger("chainlang.serve")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        worker = os.environ.get("CHAINLANG_SERVE_WORKER")  # serve --workers: which one speaks
-        handler.setFormatter(logging.Formatter(f"serve[{worker}]: %(message)s" if worker else "serve: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    worker = os.environ.get("CHAINLANG_SERVE_WORKER")  # serve --workers: which one speaks
+    prefix = f"serve[{worker}]: " if worker else "serve: "
+    # serve's own log, and aiohttp's (a request it could not parse), on stderr
+    for name, level, what in (("chainlang.serve", logging.INFO, ""), ("aiohttp", logging.WARNING, "http: ")):
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(_OneLine(prefix + what + "%(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = False
 
 
 async def serve_async(start: Path, options: ServeOptions) -> int:
