@@ -196,3 +196,24 @@ def test_a_repeat_from_long_ago_starts_at_its_next_occurrence_at_once() -> None:
     assert every.first == FRIDAY_1650 + timedelta(seconds=1)
     daily = parse_schedule({"type": "repeat", "interval": "1 day", "at": "2026-11-19 16:50"}, FRIDAY_1650)
     assert daily.first == FRIDAY_1650 + timedelta(days=1)  # exactly now is not the future
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"type": "once", "at": "tomorrow 08:00", "interval": "1 day"}, "a once task takes at, not interval"),
+    ({"type": "once", "at": "tomorrow 08:00", "cron": "0 8 * * *"}, "a once task takes at, not cron"),
+    ({"type": "delay", "interval": "1h", "at": "tomorrow 08:00"}, "a delay task takes interval, not at"),
+    ({"type": "repeat", "interval": "1h", "cron": "0 8 * * *"}, "interval or cron, not both"),
+])
+def test_params_that_would_be_ignored_are_refused(params: dict[str, str], message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        parse_schedule(params, FRIDAY_1650)
+
+
+def test_a_named_zone_is_kept_in_the_stored_schedule() -> None:
+    berlin = datetime(2026, 3, 28, 7, 0, tzinfo=ZoneInfo("Europe/Berlin"))
+    daily = Schedule.from_json(parse_schedule({"type": "repeat", "cron": "0 8 * * *"}, berlin).to_json())
+    after_change = daily.after(daily.first.astimezone(timezone.utc))  # as the scheduler reads it back
+    assert after_change is not None and after_change.hour == 8
+    assert after_change.astimezone(timezone.utc).hour == 6  # 08:00 CEST, no longer 07:00 UTC
+    fixed = Schedule.from_json(parse_schedule({"type": "once", "at": "tomorrow 08:00"}, FRIDAY_1650).to_json())
+    assert "zone" not in fixed.to_json() and fixed.first.isoformat() == "2026-11-21T08:00:00+01:00"

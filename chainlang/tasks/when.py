@@ -80,6 +80,9 @@ class Schedule:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "first": self.first.isoformat()}
+        key = getattr(self.first.tzinfo, "key", None)  # a named zone (ZoneInfo): kept, for cron across DST
+        if isinstance(key, str):
+            out["zone"] = key
         if self.every is not None:
             out["every_seconds"] = self.every.total_seconds()
         if self.cron is not None:
@@ -89,8 +92,16 @@ class Schedule:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Schedule":
         every = data.get("every_seconds")
-        return cls(str(data["kind"]), datetime.fromisoformat(str(data["first"])),
-                   timedelta(seconds=float(every)) if every is not None else None, data.get("cron"))
+        first = datetime.fromisoformat(str(data["first"]))
+        if data.get("zone"):
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                first = first.astimezone(ZoneInfo(str(data["zone"])))
+            except (ZoneInfoNotFoundError, ValueError):
+                pass  # its offset still holds
+        return cls(str(data["kind"]), first, timedelta(seconds=float(every)) if every is not None else None,
+                   data.get("cron"))
 
 
 def parse_schedule(params: dict[str, Any], now: datetime) -> Schedule:
@@ -109,6 +120,15 @@ def _given(params: dict[str, Any]) -> str:
 def _parse_schedule(params: dict[str, Any], now: datetime) -> Schedule:
     kind = params.get("type")
     at, interval, cron = params.get("at"), params.get("interval"), params.get("cron")
+    extra = {"once": ("interval", "cron"), "delay": ("at", "cron")}.get(str(kind), ())
+    if kind == "repeat" and interval is not None and cron is not None:
+        extra = ("interval", "cron")
+    unused = [key for key in extra if params.get(key) is not None]
+    if kind == "repeat" and len(unused) == 2:
+        raise ScheduleError("a repeat task takes interval or cron, not both")
+    if unused:
+        use = {"once": "at", "delay": "interval"}[str(kind)]
+        raise ScheduleError(f"a {kind} task takes {use}, not {unused[0]} (a repeat task takes interval or cron)")
     if kind == "once":
         if at is None:
             raise ScheduleError("a once task needs at: a time such as 'tomorrow 08:00' or '2026-11-23 17:00'")
