@@ -497,16 +497,17 @@ def test_a_token_guards_every_request(tmp_path: Path, servers: Servers) -> None:
     import httpx
 
     data = {"sender": "Sarah Lee", "subject": "guarded"}
+    bare = httpx.Client(base_url=server.url, timeout=10)  # no token of its own
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {token}x"},
                     {"Authorization": token}, {"Authorization": f"Basic {token}"}, {"Authorization": b"Bearer \xc3\xa9"},
                     {"Authorization": b"Bearer \xff"}):
         for method, path in (("POST", "/events/email.received"), ("GET", "/healthz"), ("GET", "/metrics"),
                              ("GET", "/runs/x")):
-            reply = httpx.request(method, server.url + path, json=data if method == "POST" else None,
-                                  headers=headers, timeout=10)
+            reply = bare.request(method, path, json=data if method == "POST" else None, headers=headers)
             body = assert_json_error(reply, 401)
             assert "bearer token" in body["error"] and reply.headers.get("www-authenticate") == "Bearer"
             assert token not in reply.text
+    bare.close()
     assert labels(tmp_path) == []  # nothing ran
     reply = server.event("email.received", data, wait=True)
     assert reply.status_code == 200 and reply.json()["status"] == "ok", reply.text
@@ -563,6 +564,8 @@ def test_sigterm_lets_a_running_action_finish_within_the_grace(tmp_path: Path, s
     make_project(tmp_path)
     server = servers.start(tmp_path, "--grace", "5s")
     accepted = _slow(server, "drained", key="job-drained")
+    running = server.get(f"/runs/{accepted['run_id']}").json()
+    assert running["status"] == "running" and running["event"] == "slow.job", running
     with ThreadPoolExecutor(max_workers=1) as pool:  # and one whose sender waits for its actions
         waiting = pool.submit(server.event, "slow.job", {"label": "waited", "seconds": 1.0}, None, True)
         wait_until("the waited one started", lambda: "waited:start" in labels(tmp_path), server=server)
@@ -697,6 +700,34 @@ def test_a_delayed_task_fires_once_in_real_time(tmp_path: Path, servers: Servers
     time.sleep(0.6)
     assert count(tmp_path, "delayed") == 1
     assert metric(server, "chainlang_task_runs_total", status="ok") == 1
+
+
+@pytest.mark.slow
+def test_a_firing_cut_by_sigterm_is_resumed_by_the_next_serve(tmp_path: Path, servers: Servers) -> None:
+    make_project(tmp_path)
+    task_id = _schedule(tmp_path, "nap", """\
+        type: delay
+        interval: 1s
+        action:
+          - t.log: {label: "first"}
+          - t.sleep: {seconds: 1.5, label: "nap"}
+    """)
+    server = servers.start(tmp_path, "--grace", "0.2s")
+    wait_until("the firing is under way", lambda: "nap:start" in labels(tmp_path), server=server)
+    assert server.stop() == 0, server.describe()
+    assert "interrupted 0 event(s) and 1 firing(s) past the grace period" in server.stderr, server.describe()
+    task = _task(tmp_path, task_id)
+    assert task["status"] == "active" and [r["status"] for r in task["runs"]] == ["running"], task
+    (run_,) = task["runs"]
+    assert records(Path(run_["transcript"]))[-1]["status"] == "interrupted"
+    again = servers.start(tmp_path)
+    wait_until("the firing resumed and ended", lambda: "nap:end" in labels(tmp_path), server=again)
+    wait_until("the task completed", lambda: _task(tmp_path, task_id)["status"] == "completed", server=again)
+    assert labels(tmp_path) == ["first", "nap:start", "nap:start", "nap:end"]  # the step that ended ran once
+    task = _task(tmp_path, task_id)
+    assert [(r["run_id"], r["status"]) for r in task["runs"]] == [(run_["run_id"], "ok")], task  # the same run
+    info = again.run_info(run_["run_id"])
+    assert info["status"] == "ok" and info["task_id"] == task_id, info
 
 
 @pytest.mark.slow
