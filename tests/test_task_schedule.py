@@ -124,8 +124,12 @@ def test_each_type_returns_its_task_id_and_next_run_read_on_the_runs_clock(proje
         - {{event: task.schedule, id: fri_t, params: {{type: once, at: "friday 9am", action: {NOTIFY}}}}}
         - {{event: task.schedule, id: delay_t, params: {{type: delay, interval: 30m, action: {NOTIFY}}}}}
         - {{event: task.schedule, id: daily_t, params: {{type: repeat, interval: 1 day, action: {NOTIFY}}}}}
-        - {{event: task.schedule, id: eight_t, params: {{type: repeat, interval: 1 day, at: "today 08:00", action: {NOTIFY}}}}}
-        - {{event: task.schedule, id: cron_t, params: {{type: repeat, cron: "0 8 * * 1-5", misfire: all, action: {NOTIFY}}}}}
+        - event: task.schedule
+          id: eight_t
+          params: {{type: repeat, interval: 1 day, at: "today 08:00", action: {NOTIFY}}}
+        - event: task.schedule
+          id: cron_t
+          params: {{type: repeat, cron: "0 8 * * 1-5", misfire: all, action: {NOTIFY}, description: Weekday mornings}}
         - task.list
         """, outputs="""\
         once: "{once_t}"
@@ -166,6 +170,7 @@ def test_each_type_returns_its_task_id_and_next_run_read_on_the_runs_clock(proje
     assert {n: t["due"] for n, t in shown.items()} == {n: v["next_run"] for n, v in got.items()}
     assert shown["once"]["action"] == [{"user.notify": {"message": "hi"}}] and shown["once"]["failures"] == 0
     assert shown["once"]["origin"].endswith("/1") and shown["cron"]["origin"].endswith("/7")  # run id/step
+    assert shown["cron"]["description"] == "Weekday mornings" and "description" not in shown["once"]
     assert definition(project, ids["cron"])["misfire"] == "all"
     assert definition(project, ids["once"])["misfire"] == "once"  # the default
 
@@ -440,3 +445,17 @@ def test_store_url_whose_directory_is_missing_fails_the_step_clearly(project: Pa
     assert ran.returncode == 1
     assert "the project's store cannot be opened" in ran.stderr and "other.db" in ran.stderr
     assert "its directory is missing" in ran.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="checks/scope.py: an action's reference to the chain's inputs is captured "
+                                       "by the chain's check but refused by the stored action's check ('the chain "
+                                       "declares no input'): the captured fallback only covers unknown names")
+def test_an_action_may_use_the_chains_inputs(project: Path) -> None:
+    (project / "in.chain.yaml").write_text(
+        "inputs:\n  what: {type: string, default: groceries}\nsteps:\n  - task.schedule:\n"
+        "      {type: once, at: tomorrow 08:00, action: [user.notify: {message: \"buy {inputs.what}\"}]}\n",
+        encoding="utf-8")
+    ran = cli(project, "run", "in.chain.yaml", "--now", NOW)
+    assert ran.returncode == 0, ran.stderr
+    (task,) = stored(project)
+    assert task.definition["captured"] == {"inputs.what": "groceries"}

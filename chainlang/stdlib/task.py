@@ -137,7 +137,7 @@ def describe(task: "TaskRecord") -> dict[str, Any]:
     if task.kind == "hook":
         hook = data.get("hook") or {}
         out["type"] = "hook"
-        for key in ("trigger", "condition", "action"):
+        for key in ("trigger", "condition", "action", "description"):
             if key in hook:
                 out[key] = hook[key]
     else:
@@ -146,8 +146,9 @@ def describe(task: "TaskRecord") -> dict[str, Any]:
         for key in ("at", "interval", "cron"):
             if key in timing:
                 out[key] = timing[key]
-        if "action" in data:
-            out["action"] = data["action"]
+        for key in ("action", "description"):
+            if key in data:
+                out[key] = data[key]
         if task.next_run:
             out["due"] = task.next_run
     if task.last_run:
