@@ -122,7 +122,11 @@ class Ledger:
     ones queue."""
 
     def __init__(self, store: "Store") -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.store = store
+        # its own thread: the writes never queue behind tools that run in the default pool
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chainlang-ledger")
         self._claims: list[tuple[tuple[str, str, str, str, Any], asyncio.Future[Any]]] = []
         self._finishes: list[tuple[tuple[str, str], asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
@@ -148,8 +152,8 @@ class Ledger:
             claims, self._claims = self._claims, []
             finishes, self._finishes = self._finishes, []
             try:
-                answers = await asyncio.to_thread(self.store.emit_batch, [c for c, _ in claims],
-                                                  [f for f, _ in finishes])
+                answers = await asyncio.get_running_loop().run_in_executor(
+                    self._thread, self.store.emit_batch, [c for c, _ in claims], [f for f, _ in finishes])
             except Exception as exc:  # StoreError, or a bug: every waiter hears of it
                 for _, future in claims + finishes:
                     if not future.done():
