@@ -703,6 +703,25 @@ def test_a_delayed_task_fires_once_in_real_time(tmp_path: Path, servers: Servers
 
 
 @pytest.mark.slow
+def test_a_task_scheduled_while_serving_fires_at_its_moment(tmp_path: Path, servers: Servers) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    make_project(tmp_path)
+    server = servers.start(tmp_path)
+    due = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
+    task_id = _schedule(tmp_path, "once", f"""\
+        type: once
+        at: "{due.isoformat()}"
+        action:
+          - t.log: {{label: "at its moment"}}
+    """)  # by a chain run in another process, while serve runs
+    wait_until("the task fired", lambda: count(tmp_path, "at its moment") == 1, within=8, server=server)
+    fired_at = [e["t"] for e in log(tmp_path) if e["label"] == "at its moment"][0]
+    assert due.timestamp() <= fired_at <= due.timestamp() + 1.0, (fired_at - due.timestamp())
+    wait_until("the task completed", lambda: _task(tmp_path, task_id)["status"] == "completed", server=server)
+
+
+@pytest.mark.slow
 def test_a_firing_cut_by_sigterm_is_resumed_by_the_next_serve(tmp_path: Path, servers: Servers) -> None:
     make_project(tmp_path)
     task_id = _schedule(tmp_path, "nap", """\
@@ -755,6 +774,30 @@ def test_a_repeating_task_fires_about_once_a_second(tmp_path: Path, servers: Ser
     time.sleep(1.5)
     assert count(tmp_path, "tick") == after  # cancelled: no more firings
     assert server.stop() == 0 and "Traceback" not in server.stderr
+
+
+@pytest.mark.slow
+def test_a_task_failing_max_failures_times_in_a_row_is_dead_until_retried(tmp_path: Path, servers: Servers) -> None:
+    make_project(tmp_path, '[serve]\nmax_failures = 2\n')
+    task_id = _schedule(tmp_path, "broken", """\
+        type: repeat
+        interval: 1s
+        action:
+          - t.fail: {message: "nope"}
+    """)
+    server = servers.start(tmp_path)
+    wait_until("the task is dead", lambda: _task(tmp_path, task_id)["status"] == "dead", within=8, server=server)
+    task = _task(tmp_path, task_id)
+    assert task["failures"] == 2 and [r["status"] for r in task["runs"]] == ["failed", "failed"], task
+    time.sleep(1.5)
+    assert labels(tmp_path) == ["fail", "fail"]  # dead: not fired again
+    assert metric(server, "chainlang_task_runs_total", status="failed") == 2
+    assert metric(server, "chainlang_failures_total", kind="task") == 2
+    listed = run(tmp_path, "tasks", "list")
+    assert f"{task_id}  repeat dead" in listed.stdout, show(listed)
+    retried = run(tmp_path, "tasks", "retry", task_id)
+    assert retried.returncode == 0 and retried.stdout.strip() == f"{task_id}: active", show(retried)
+    wait_until("it fired again", lambda: labels(tmp_path).count("fail") >= 3, within=5, server=server)
 
 
 # -- the seed's scenario 6 ------------------------------------------------------------------------------
