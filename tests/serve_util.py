@@ -18,7 +18,8 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Sequence
 
 import httpx
 import pytest
@@ -51,6 +52,13 @@ def run(cwd: Path, *args: str | os.PathLike[str], env: dict[str, str] | None = N
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"chainlang {' '.join(map(str, args))} did not end within {timeout} s\n"
                     f"--- stdout\n{exc.stdout!r}\n--- stderr\n{exc.stderr!r}")
+
+
+def run_many(*calls: tuple[Path, Sequence[str | os.PathLike[str]], dict[str, str] | None],
+             timeout: float = 60) -> list["subprocess.CompletedProcess[str]"]:
+    """Independent commands at the same time, (cwd, args, env) each; the results in order."""
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        return list(pool.map(lambda call: run(call[0], *call[1], env=call[2], timeout=timeout), calls))
 
 
 class Server:
@@ -235,4 +243,4 @@ def wait_until(what: str, ready: Callable[[], bool], within: float = 10.0, serve
         time.sleep(0.02)
 
 
-__all__ = ["Server", "Servers", "env_with", "run", "servers", "show", "wait_until"]
+__all__ = ["Server", "Servers", "env_with", "run", "run_many", "servers", "show", "wait_until"]

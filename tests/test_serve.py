@@ -27,7 +27,16 @@ from typing import Any, Iterator
 import pytest
 
 from tests.hooks_util import clean_env, command, labels, log, records, write, write_tools
-from tests.serve_util import Server, Servers, env_with, run, servers, show, wait_until  # noqa: F401  (a fixture)
+from tests.serve_util import (  # noqa: F401  (servers: a fixture)
+    Server,
+    Servers,
+    env_with,
+    run,
+    run_many,
+    servers,
+    show,
+    wait_until,
+)
 
 EVENTS = """\
 events:
@@ -332,7 +341,9 @@ def test_runs_unknown_and_no_traversal(shared: Server) -> None:
 
 def _both(server: Server, *args: str) -> tuple[Any, Any]:
     """`chainlang emit ARGS` locally and `chainlang emit ARGS --to URL`, in the serve's project."""
-    return run(server.project, "emit", *args), run(server.project, "emit", *args, "--to", server.url)
+    local, remote = run_many((server.project, ("emit", *args), None),
+                             (server.project, ("emit", *args, "--to", server.url), None))
+    return local, remote
 
 
 def test_emit_to_prints_what_a_local_emit_prints(shared: Server) -> None:
@@ -458,10 +469,10 @@ def test_hooks_with_errors_stop_serve_from_starting(tmp_path: Path) -> None:
 
 def test_bad_options_stop_serve_from_starting(tmp_path: Path) -> None:
     make_project(tmp_path)
-    for args, says in ((("--grace", "forever"), "--grace forever"), (("--grace", "2h"), "--grace 2h"),
-                       (("--host", "0.0.0.0"), "only with a bearer token"),
-                       (("--host", "192.0.2.1"), "only with a bearer token")):
-        proc = run(tmp_path, "serve", "--port", "0", *args, timeout=30)
+    cases = ((("--grace", "forever"), "--grace forever"), (("--grace", "2h"), "--grace 2h"),
+             (("--host", "0.0.0.0"), "only with a bearer token"), (("--host", "192.0.2.1"), "only with a bearer token"))
+    procs = run_many(*((tmp_path, ("serve", "--port", "0", *args), None) for args, _ in cases), timeout=30)
+    for (_, says), proc in zip(cases, procs):
         assert proc.returncode == 2 and says in proc.stderr, show(proc)
         assert "Traceback" not in proc.stderr
 
@@ -481,8 +492,8 @@ def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_token_env_set_but_unset_variable_refuses_to_start(tmp_path: Path) -> None:
     make_project(tmp_path, '[serve]\ntoken_env = "MY_TOKEN"\n')
-    for value in (None, ""):
-        proc = run(tmp_path, "serve", "--port", "0", env=env_with(MY_TOKEN=value), timeout=30)
+    for proc in run_many(*((tmp_path, ("serve", "--port", "0"), env_with(MY_TOKEN=value)) for value in (None, "")),
+                         timeout=30):
         assert proc.returncode == 2, show(proc)
         assert "token_env names MY_TOKEN, but that variable is not set" in proc.stderr, show(proc)
         assert "Traceback" not in proc.stderr
