@@ -248,7 +248,7 @@ def run_cli(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
 
 _DURATION = re.compile(r"\b\d+(?:\.\d+)? m?s\b|\b\d+m \d{2}s\b|\b\d+h \d{2}m \d{2}s\b|(?<=\"duration_ms\":)\d+(?:\.\d+)?")
 _STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
-_RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
+_RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6,10}\b")
 _MAC = re.compile(r'(?<="mac":")[0-9a-f]{32}(?=")')  # a line's seal: keyed by the project's own key
 EXAMPLE_DIR = "/path/to"  # how the pages show the directory an example ran in
 

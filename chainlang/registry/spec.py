@@ -253,6 +253,11 @@ class EventSpec:
         `resolve_implementation`)."""
         if self.func is not None:
             return self
+        return self._resolved_copy
+
+    @cached_property
+    def _resolved_copy(self) -> EventSpec:
+        # once per spec: a serve fires thousands of runs with the same registry
         func = self.resolve_implementation()
         return dataclasses.replace(
             self,

@@ -66,7 +66,7 @@ class RunResult:
 
 def new_run_id() -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{secrets.token_hex(3)}"
+    return f"{stamp}-{secrets.token_hex(5)}"  # 40 random bits: no two alike in a second of a busy serve
 
 
 def parse_now(text: str | None) -> datetime | None:

@@ -14,6 +14,7 @@ a file of the project, or the hooks stored by `task.register` in another process
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sqlite3
@@ -261,7 +262,10 @@ class Engine:
         claim_key = key if key is not None else f"serve:{run_id}"
         # the transcript's lock before the claim: a claimed emit whose lock is free is one that
         # no process runs (its process died), so it can be taken over safely
-        lock = _take(where)
+        try:
+            lock = _take(where)
+        except UsageError as exc:  # a run id in use (never, with 40 random bits), or the disk refuses
+            return Reply(503, {"error": str(exc)})
         try:
             assert self.ledger is not None
             claim = await self.ledger.claim(claim_key, name, run_id, str(where), data)
@@ -511,6 +515,11 @@ class Engine:
         return body
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved(root: Path) -> str:
+    return str(root.resolve())
+
+
 def _discard(lock: Any, where: Path) -> None:
     """Give up a transcript lock taken for a run that will not happen (and its head file)."""
     from chainlang.journal.lock import head_path
@@ -524,7 +533,7 @@ def _discard(lock: Any, where: Path) -> None:
 
 
 def _header(project: "Project", run_id: str, emitted: dict[str, Any], tools: Sequence[str]) -> dict[str, Any]:
-    return {"chain": None, "file": str(project.root.resolve()), "file_sha256": project.digest, "inputs": {},
+    return {"chain": None, "file": _resolved(project.root), "file_sha256": project.digest, "inputs": {},
             "now": None, "started_at": datetime.now().astimezone().isoformat(), "tools": list(tools),
             "resumed": False, "emit": emitted}
 

@@ -6,6 +6,7 @@ Kept apart from `store.py` so that `import chainlang.store` (and the CLI) stays 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -43,8 +44,13 @@ class EmitClaim:
     data: Any = None  # the payload, when it was given to the claim
 
 
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,%d}" % MAX_KEY_LENGTH)
+
+
 def check_key(key: object, what: str = "emit id") -> str:
     """Return `key` if it can be an id in the store, else raise StoreError saying why."""
+    if isinstance(key, str) and _PLAIN.fullmatch(key):  # the common case, at C speed
+        return key
     if not isinstance(key, str):
         raise StoreError(f"the {what} must be text, not {type(key).__name__}")
     if not key:

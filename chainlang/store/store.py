@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, create_engine, event, insert, select, update
+from sqlalchemy import Connection, Engine, Row, bindparam, create_engine, event, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
@@ -154,7 +154,7 @@ class Store(TaskMethods):
         """Many `claim_emit` (key, event, run_id, transcript, data) and `finish_emit` (key, status)
         calls in one transaction (serve's group commit: one disk sync for all of them).
         Returns the claims' answers in order; a key claimed twice in one batch is new once.
-        The finishes are applied after the claims; an unknown key among them is skipped."""
+        The finishes are applied after the claims (serve finishes only keys it claimed)."""
         encoded = []
         for key, event, run_id, transcript, data in claims:
             check_key(key)
@@ -187,13 +187,12 @@ class Store(TaskMethods):
                                                   ensure_ascii=False, sort_keys=True)})
             if rows:
                 conn.execute(insert(EMITS), rows)
-            done = []
-            for key, status in finishes:
-                changed = conn.execute(update(EMITS).where(EMITS.c.key == key).values(status=status, finished_at=at))
-                if changed.rowcount == 1:
-                    done.append(key)
-                    events.append({"at": at, "kind": "emit_finished", "subject": key,
-                                   "data": json.dumps({"status": status}, sort_keys=True)})
+            if finishes:  # one statement for all (executemany); keys never claimed change nothing
+                conn.execute(update(EMITS).where(EMITS.c.key == bindparam("k"))
+                             .values(status=bindparam("s"), finished_at=at),
+                             [{"k": key, "s": status} for key, status in finishes])
+                events.extend({"at": at, "kind": "emit_finished", "subject": key,
+                               "data": json.dumps({"status": status}, sort_keys=True)} for key, status in finishes)
             if events:
                 conn.execute(insert(EVENT_LOG), events)
         return answers
