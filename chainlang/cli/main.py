@@ -258,7 +258,7 @@ def emit(name: str, data: str, key: str | None, as_json: bool, transcript: str |
 @click.argument("task_id", required=False)
 @click.option("--status", type=click.Choice(("pending", "active", "completed", "archived", "dead")), default=None,
               help="With list: only tasks in this state.")
-@_JSON
+@click.option("--json", "as_json", is_flag=True, help="Print the tasks (or the task) as JSON.")
 def tasks(action: str, task_id: str | None, status: str | None, as_json: bool) -> None:
     """The project's stored tasks: hooks stored by task.register, and scheduled tasks.
 

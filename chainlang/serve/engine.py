@@ -248,6 +248,7 @@ class Engine:
             problems = check_payload(project, name, data)
         except UsageError as exc:
             spec = project.registry.get(name)
+            self.metrics.rejected.labels(reason="unknown_event" if spec is None else "not_external").inc()
             return Reply(404 if spec is None else 400, {"error": str(exc)})
         if problems:
             self.metrics.rejected.labels(reason="invalid").inc()
@@ -256,6 +257,7 @@ class Engine:
             try:
                 check_key(key, "Idempotency-Key")
             except StoreError as exc:
+                self.metrics.rejected.labels(reason="bad_key").inc()
                 return Reply(400, {"error": str(exc)})
         run_id = new_run_id()
         where = self.runs_dir / f"{run_id}.jsonl"
