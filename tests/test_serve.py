@@ -65,6 +65,12 @@ events:
       type: object
       properties: {label: {type: string}, seconds: {type: number}}
       required: [label, seconds]
+  held.job:
+    description: A job whose action waits until a file appears in the state directory.
+    payload:
+      type: object
+      properties: {label: {type: string}, marker: {type: string}}
+      required: [label, marker]
 """
 
 HOOKS = """\
@@ -88,6 +94,11 @@ hooks:
     action:
       - t.log: {label: "before {label}"}
       - t.sleep: {seconds: "{seconds}", label: "{label}"}
+  - id: held
+    trigger: post:held.job
+    action:
+      - t.log: {label: "before {label}"}
+      - t.wait: {name: "{marker}", label: "{label}"}
 """
 
 
@@ -634,7 +645,6 @@ def test_sigterm_past_the_grace_interrupts_and_the_next_serve_resumes(tmp_path: 
         assert claim is not None and claim.status == "started" and claim.run_id == run_id
     # the next serve resumes it where it stopped: the step that ended is not run again
     again = servers.start(tmp_path)
-    assert "1 resumed" in again.stderr, again.describe()
     wait_until("the resumed action ended", lambda: "cut:end" in labels(tmp_path), server=again)
     assert labels(tmp_path) == ["before cut", "cut:start", "cut:start", "cut:end"]
     info = again.run_info(run_id, until=lambda b: b["status"] != "running")
@@ -647,6 +657,37 @@ def test_sigterm_past_the_grace_interrupts_and_the_next_serve_resumes(tmp_path: 
     assert reply.json()["status"] == "duplicate" and reply.json()["previous"]["status"] == "ok", reply.text
     assert again.stop() == 0
     assert labels(tmp_path).count("cut:end") == 1
+    assert "took up the emits a stopped serve left: 1 resumed" in again.stderr, again.describe()
+
+
+def test_serve_listens_while_it_resumes_what_a_stopped_serve_left(tmp_path: Path, servers: Servers) -> None:
+    make_project(tmp_path)
+    first = servers.start(tmp_path, "--grace", "0.1s")
+    reply = first.event("held.job", {"label": "held", "marker": "go"}, key="held-1")
+    assert reply.status_code == 202, reply.text
+    run_id = reply.json()["run_id"]
+    wait_until("the action waits", lambda: "held:start" in labels(tmp_path), server=first)
+    assert first.stop() == 0 and "interrupted 1 event(s)" in first.stderr, first.describe()
+    # the next serve answers while the action it resumed still waits (for the file the test makes)
+    second = servers.start(tmp_path, "--grace", "0.1s")
+    wait_until("the action resumed", lambda: labels(tmp_path).count("held:start") == 2, server=second)
+    assert second.get("/healthz").json()["running"] == 1
+    assert second.get(f"/runs/{run_id}").json()["status"] == "running"
+    again = second.event("held.job", {"label": "held", "marker": "go"}, key="held-1")
+    assert again.status_code == 200 and again.json()["status"] == "duplicate", again.text
+    assert again.json()["previous"]["run_id"] == run_id
+    # stopped while resuming: cut again, and taken up again by the serve after
+    assert second.stop() == 0 and "interrupted 1 event(s)" in second.stderr, second.describe()
+    assert records(Path(reply.json()["transcript"]))[-1]["status"] == "interrupted"
+    third = servers.start(tmp_path)
+    wait_until("the action resumed again", lambda: labels(tmp_path).count("held:start") == 3, server=third)
+    (tmp_path / ".chainlang" / "state" / "go").write_text("go", encoding="utf-8")
+    assert third.run_info(run_id, until=lambda b: b["status"] != "running")["status"] == "ok"
+    wait_until("the resumption reported", lambda: "took up the emits a stopped serve left: 1 resumed" in third.stderr,
+               server=third)
+    assert labels(tmp_path) == ["before held", "held:start", "held:start", "held:start", "held:end"]
+    assert third.stop() == 0, third.describe()
+    assert not any("Traceback" in s.stderr for s in (first, second, third))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -159,12 +159,10 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
 
     try:
         freed = await scheduler.recover() if options.recover else []
-        taken = await engine.recover() if options.recover else {}
     except StoreError as exc:
         raise UsageError(f"cannot take up what the last serve left: {exc}") from None
-    if freed or any(taken.values()):  # the counts Engine.recover keeps (resumed, busy, failed), whichever it has
-        emits = ", ".join(f"{n} {what}" for what, n in taken.items() if n) or "none"
-        log.info("took up what a stopped serve left: %d task lease(s) freed; emits: %s", len(freed), emits)
+    if freed:
+        log.info("took up what a stopped serve left: %d task lease(s) freed", len(freed))
     runner = web.AppRunner(make_app(engine, scheduler, token), handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, options.host, options.port, reuse_address=True, reuse_port=options.reuse_port or None)
@@ -186,6 +184,10 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
           f"{', token required' if token else ''}); stop with Ctrl-C or SIGTERM", flush=True)
     if options.ready is not None:
         options.ready(url)
+    # the emits a stopped serve left are resumed once serve listens: resuming a long action must
+    # not keep serve deaf meanwhile (a health check that fails for as long would restart it, cutting
+    # that action again); an event with the key of one of them waits for it, or takes it up itself
+    recovering = asyncio.create_task(_recover(engine)) if options.recover else None
     ticking = asyncio.create_task(scheduler.run(stopping))
     try:
         await stopping.wait()
@@ -204,7 +206,7 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
             engine.accepting = False
             stopping.set()
             await ticking
-            events, firings = await _drain(engine, scheduler, grace, hurry)
+            events, firings = await _drain(engine, scheduler, grace, hurry, recovering)
             if events or firings:
                 log.info("interrupted %d event(s) and %d firing(s) %s; the next serve resumes them", events, firings,
                          "on a second signal" if hurry.is_set() else "past the grace period")
@@ -217,7 +219,24 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     return 0
 
 
-async def _drain(engine: Any, scheduler: Any, grace: float, hurry: asyncio.Event) -> tuple[int, int]:
+async def _recover(engine: Any) -> None:
+    """Take up the emits a stopped serve left (in the background: serve listens meanwhile)."""
+    from chainlang.store import StoreError
+
+    try:
+        taken = await engine.recover()
+    except StoreError as exc:
+        log.error("could not take up the emits a stopped serve left: %s", exc)
+        return
+    except Exception:  # a bug: serve goes on, the emits stay claimed for the next serve
+        log.exception("could not take up the emits a stopped serve left")
+        return
+    if any(taken.values()):  # the counts Engine.recover keeps (resumed, busy, failed), whichever it has
+        log.info("took up the emits a stopped serve left: %s", ", ".join(f"{n} {what}" for what, n in taken.items() if n))
+
+
+async def _drain(engine: Any, scheduler: Any, grace: float, hurry: asyncio.Event,
+                 recovering: "asyncio.Task[None] | None" = None) -> tuple[int, int]:
     """Let the running events and firings end within `grace` s (or until `hurry` is set);
     cancel the rest. How many events and firings were cut."""
     draining = asyncio.ensure_future(asyncio.gather(engine.drain(grace), scheduler.drain(grace)))
@@ -233,4 +252,12 @@ async def _drain(engine: Any, scheduler: Any, grace: float, hurry: asyncio.Event
                     job.cancel()
                     forced[i] += 1
     cut_events, cut_firings = await draining
-    return cut_events + forced[0], len(cut_firings) + forced[1]
+    # what began after the drain looked: an emit the recovery took up next, or one whose request
+    # got past the stop just before it (its claim was being written): cut now, resumed next time
+    if recovering is not None and not recovering.done():
+        recovering.cancel()
+    late = [job for job in engine.jobs.values() if not job.done()]
+    for job in late:
+        job.cancel()
+    await asyncio.gather(*late, *([recovering] if recovering is not None else []), return_exceptions=True)
+    return cut_events + forced[0] + len(late), len(cut_firings) + forced[1]
