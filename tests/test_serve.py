@@ -427,9 +427,14 @@ def test_emit_to_json_id_and_no_wait(shared: Server) -> None:
     assert again.returncode == 0, show(again)
     assert again.stdout == "" and "already processed" in again.stderr
     assert f"run {theirs['run_id']} (ok)" in again.stderr
-    as_json = run(shared.project, "emit", "email.received", "--data", data, "--id", key, "--json", "--to", shared.url)
-    assert as_json.returncode == 0 and json.loads(as_json.stdout)["status"] == "duplicate", show(as_json)
-    assert json.loads(as_json.stdout)["previous"]["run_id"] == theirs["run_id"]
+    as_json, local_json = run_many((shared.project, ("emit", "email.received", "--data", data, "--id", key, "--json",
+                                                     "--to", shared.url), None),
+                                   (shared.project, ("emit", "email.received", "--data", data, "--id", key, "--json"),
+                                    None))
+    assert as_json.returncode == local_json.returncode == 0, show(as_json) + show(local_json)
+    duplicate = json.loads(as_json.stdout)
+    assert duplicate["status"] == "duplicate" and duplicate["previous"]["run_id"] == theirs["run_id"], duplicate
+    assert duplicate == json.loads(local_json.stdout)  # what a local emit --json prints, to the letter
     assert count(shared.project, f"mail from Sarah Lee: {subject}") == 2  # the local one and the first post
     # --no-wait: once serve recorded it
     later = unique("later")

@@ -95,9 +95,11 @@ def post_command(to: str, name: str, data_text: str, key: str | None, as_json: b
         return 0
     if reply.status_code == 200:
         status = str(body.get("status"))
+        previous: dict[str, Any] = body["previous"] if isinstance(body.get("previous"), dict) else {}
+        transcript = body.get("transcript") or (previous.get("transcript") if status == "duplicate" else None)
         result = EmitResult(body.get("run_id"), str(body.get("event", name)), status,
                             list(body.get("fired") or []), body.get("error"),
-                            Path(body["transcript"]) if body.get("transcript") else None,
+                            Path(transcript) if transcript else None,
                             float(body.get("duration_ms") or 0), list(body.get("errors") or []),
                             previous=body.get("previous"))
         return report_emit(result, as_json, color)
