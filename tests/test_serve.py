@@ -508,17 +508,20 @@ def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_token_env_set_but_unset_variable_refuses_to_start(tmp_path: Path) -> None:
     make_project(tmp_path, '[serve]\ntoken_env = "MY_TOKEN"\n')
-    for proc in run_many(*((tmp_path, ("serve", "--port", "0"), env_with(MY_TOKEN=value)) for value in (None, "")),
-                         timeout=30):
+    unset, empty, blank, control = run_many(
+        *((tmp_path, ("serve", "--port", "0"), env_with(MY_TOKEN=value)) for value in (None, "", "  \t", "a\x01b")),
+        timeout=30)
+    for proc in (unset, empty, blank):
         assert proc.returncode == 2, show(proc)
         assert "token_env names MY_TOKEN, but that variable is not set" in proc.stderr, show(proc)
-        assert "Traceback" not in proc.stderr
+    assert control.returncode == 2 and "has a control character" in control.stderr, show(control)
+    assert not any("Traceback" in p.stderr or "serving" in p.stdout for p in (unset, empty, blank, control))
 
 
 def test_a_token_guards_every_request(tmp_path: Path, servers: Servers) -> None:
     make_project(tmp_path, '[serve]\ntoken_env = "MY_TOKEN"\n')
     token = "s3cret-" + uuid.uuid4().hex
-    env = env_with(MY_TOKEN=token)
+    env = env_with(MY_TOKEN=f"  {token}\n")  # blanks around it are not part of it
     server = servers.start(tmp_path, "--host", "0.0.0.0", env=env, token=token)  # a token allows any address
     assert "token required" in server.stdout
     import httpx

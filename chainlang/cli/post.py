@@ -27,7 +27,7 @@ def _token() -> str | None:
     except RegistryError:
         config = None
     name = config.serve.token_env if config is not None and config.serve is not None else None
-    return os.environ.get(name or "CHAINLANG_TOKEN") or None
+    return (os.environ.get(name or "CHAINLANG_TOKEN") or "").strip() or None  # as serve reads it
 
 
 def post_command(to: str, name: str, data_text: str, key: str | None, as_json: bool, wait: bool,

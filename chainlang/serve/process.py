@@ -60,10 +60,14 @@ def _loopback(host: str) -> bool:
 
 def _token(config: Any, host: str) -> str | None:
     name = config.serve.token_env if config is not None and config.serve is not None else None
-    token = os.environ.get(name) if name else None
+    # surrounding blanks are not part of it (an HTTP header value loses them on the way)
+    token = (os.environ.get(name) or "").strip() if name else None
     if name and not token:
         raise UsageError(f"[serve] token_env names {name}, but that variable is not set (or empty); set it to the "
                          "bearer token clients must send")
+    if token and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in token):
+        raise UsageError(f"[serve] token_env: the token in {name} has a control character; clients send it in an "
+                         "HTTP header, so it must be printable")
     if token is None and not _loopback(host):
         raise UsageError(f"--host {host}: serve listens beyond this machine only with a bearer token; set "
                          "[serve] token_env in chainlang.toml to the name of a variable holding one")
