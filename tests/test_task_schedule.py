@@ -447,9 +447,6 @@ def test_store_url_whose_directory_is_missing_fails_the_step_clearly(project: Pa
     assert "its directory is missing" in ran.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="checks/scope.py: an action's reference to the chain's inputs is captured "
-                                       "by the chain's check but refused by the stored action's check ('the chain "
-                                       "declares no input'): the captured fallback only covers unknown names")
 def test_an_action_may_use_the_chains_inputs(project: Path) -> None:
     (project / "in.chain.yaml").write_text(
         "inputs:\n  what: {type: string, default: groceries}\nsteps:\n  - task.schedule:\n"

@@ -306,15 +306,24 @@ class Analyser:
     # -- resolution --
 
     def resolve(self, ref: Ref, site: ExprSite, doc: Document, scope: Scope) -> RefInfo:
+        if scope.enclosing is not None and _root_name(ref) == "inputs":
+            # an action has no inputs of its own: these are the registering chain's (captured)
+            outer_doc, outer_scope = scope.enclosing
+            outer = self.resolve_here(ref, site, outer_doc, outer_scope)
+            if outer.problem is None and outer.binding is not None:
+                outer.binding = dataclasses.replace(outer.binding, captured=True)
+                return outer
         info = self.resolve_here(ref, site, doc, scope)
-        if info.problem is not None and info.problem[0] is rules.REF_UNKNOWN and scope.enclosing is not None:
+        # a name, or an input, unknown to the action may be the registering chain's (captured)
+        missing = info.problem is not None and info.problem[0] in (rules.REF_UNKNOWN, rules.REF_INPUT)
+        if missing and scope.enclosing is not None:
             outer_doc, outer_scope = scope.enclosing
             captured = self.resolve_here(ref, site, outer_doc, outer_scope)
             if captured.problem is None:
                 if captured.binding is not None:  # read from the registering chain when its step runs
                     captured.binding = dataclasses.replace(captured.binding, captured=True)
                 return captured
-        if info.problem is not None and info.problem[0] is rules.REF_UNKNOWN and scope.captured:
+        if missing and scope.captured:
             key = ref.dotted()
             if key in scope.captured:
                 return RefInfo(site, ref, "captured", T.type_of_value(scope.captured[key]),
@@ -601,3 +610,8 @@ def analyse(ctx: "CheckContext") -> Analysis:
 
 
 __all__ = ["Analysis", "ExprSite", "RefInfo", "analyse", "Key"]
+
+
+def _root_name(ref: Ref) -> str | None:
+    first = ref.segments[0] if ref.segments else None
+    return first.name if isinstance(first, Name) else None
