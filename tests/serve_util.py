@@ -153,7 +153,7 @@ class Server:
         while True:
             reply = self.get(f"/runs/{run_id}")
             if reply.status_code == 200 and until(body := reply.json()):
-                return body
+                return dict(body)
             if time.monotonic() > deadline:
                 pytest.fail(f"/runs/{run_id} never reached what the test waits for: {reply.status_code} "
                             f"{reply.text}\n" + self.describe())
