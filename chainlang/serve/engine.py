@@ -434,6 +434,12 @@ class Engine:
         self.metrics.fired(result.status, time.perf_counter() - began, firing.late_ms / 1000)
         return result.status, result.error
 
+    async def prepare_task(self, task: Any) -> None:
+        """Check and compile a task's action before its moment (the scheduler claims ahead)."""
+        project = self.projects.current()
+        if project.hooks is not None:
+            await self._plan(project, task)
+
     async def _plan(self, project: "Project", task: Any) -> Any:
         """The task's firing checked and compiled, kept while the project and task are unchanged."""
         import json

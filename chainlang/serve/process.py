@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+from datetime import timedelta
 import logging
 import os
 import signal
@@ -149,7 +150,8 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
         scheduler = Scheduler(store, options.clock or SystemClock(), engine.fire_task, engine.runs_dir,
                               lease_seconds=options.lease_seconds,
                               max_failures=serve_config.max_failures if serve_config is not None else 3,
-                              poll_seconds=options.poll_seconds)
+                              poll_seconds=options.poll_seconds, lead=timedelta(seconds=0.2),
+                              prepare=engine.prepare_task)
         return await _serve(web, engine, scheduler, token, options, grace, project, close_decider)
     finally:
         projects.close()

@@ -21,14 +21,16 @@ Store calls run in a thread: a busy store must not stop the event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import secrets
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, TypeVar
 
 from chainlang.store.base import StoreError
 
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["Clock", "Firing", "Scheduler", "new_owner", "owner_is_gone"]
 
 log = logging.getLogger("chainlang.serve")
+_T = TypeVar("_T")
 
 
 class Clock(Protocol):
@@ -96,8 +99,17 @@ class Scheduler:
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     on_finished: Callable[[Firing, str, float], None] | None = None  # metrics: firing, status, seconds
     rest_seconds: float = 60.0  # a task whose schedule cannot be read or evaluated is left alone this long
+    lead: timedelta = timedelta(0)  # claim and prepare a firing this long before it is due (serve: 0.2 s)
+    prepare: Callable[["TaskRecord"], Awaitable[None]] | None = None  # get a firing ready before its moment
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _resting: dict[str, float] = field(default_factory=dict)  # task id -> loop time it may be tried again
+    _pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
+        max_workers=2, thread_name_prefix="chainlang-scheduler"))
+
+    def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> "asyncio.Future[_T]":
+        """A store call in the scheduler's own threads: it never queues behind the tools of
+        busy actions in the default pool, so a due task is not made late by them."""
+        return asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     # -- the loop
 
@@ -127,10 +139,10 @@ class Scheduler:
         now = self.clock.now()
         # the tasks someone holds (this process's running firings too) are not waited for:
         # their end wakes the loop, or the poll finds them when their lease runs out
-        due = await asyncio.to_thread(self.store.next_due, now)
+        due = await self._call(self.store.next_due, now)
         if due is None:
             return self.poll_seconds
-        seconds = (datetime.fromisoformat(due) - now).total_seconds()
+        seconds = (datetime.fromisoformat(due) - self.lead - now).total_seconds()
         return max(0.0, min(self.poll_seconds, seconds))
 
     async def tick(self) -> int:
@@ -139,7 +151,7 @@ class Scheduler:
         free = self.max_running - len(self.running)
         if free <= 0:
             return 0
-        due = await asyncio.to_thread(self.store.due_tasks, now, free + len(self._resting))
+        due = await self._call(self.store.due_tasks, now + self.lead, free + len(self._resting))
         started = 0
         resting_now = asyncio.get_running_loop().time()
         for task in due:
@@ -154,14 +166,14 @@ class Scheduler:
                 log.error("%s (trying again in %gs)", exc, self.rest_seconds)
                 self._resting[task.id] = resting_now + self.rest_seconds
                 continue
-            lease = await asyncio.to_thread(self.store.claim, task.id, self.owner, now, self.lease_seconds)
+            lease = await self._call(self.store.claim, task.id, self.owner, now, self.lease_seconds)
             if lease is None:  # another process took it in between
                 continue
             if lease.version != task.version + 1:  # changed since read: another process may have fired it
-                fresh = await asyncio.to_thread(self.store.get_task, task.id)
-                if fresh is None or fresh.status != "active" or fresh.next_run is None \
-                        or datetime.fromisoformat(fresh.next_run) > now:
-                    await asyncio.to_thread(self._release, task.id)
+                fresh = await self._call(self.store.get_task, task.id)
+                if fresh is None or fresh.status not in ("pending", "active") or fresh.next_run is None \
+                        or datetime.fromisoformat(fresh.next_run) > now + self.lead:
+                    await self._call(self._release, task.id)
                     continue
                 task = fresh
             self.running[task.id] = asyncio.create_task(self._guarded(task, now), name=f"task {task.id}")
@@ -172,9 +184,9 @@ class Scheduler:
         """On start: end the leases of this host's processes that are gone, so their tasks
         (and runs left open) are taken up now instead of when the lease runs out."""
         freed = []
-        for lease in await asyncio.to_thread(self.store.leases):
+        for lease in await self._call(self.store.leases):
             if lease.owner != self.owner and owner_is_gone(lease.owner):
-                if await asyncio.to_thread(self.store.expire_lease, lease.task_id, lease.owner,
+                if await self._call(self.store.expire_lease, lease.task_id, lease.owner,
                                            "its process is gone"):
                     freed.append(lease.task_id)
         return freed
@@ -198,15 +210,15 @@ class Scheduler:
         try:
             await self._fire(task, now)
         except asyncio.CancelledError:
-            await asyncio.shield(asyncio.to_thread(self._release, task.id))
+            await asyncio.shield(self._call(self._release, task.id))
             raise
         except StoreError as exc:
             log.error("task %s: %s", task.id, exc)
-            await asyncio.to_thread(self._release, task.id)
+            await self._call(self._release, task.id)
         except Exception:  # e.g. a stored schedule that cannot be evaluated: leave it alone for a while
             log.exception("task %s: not fired (trying again in %gs)", task.id, self.rest_seconds)
             self._resting[task.id] = asyncio.get_running_loop().time() + self.rest_seconds
-            await asyncio.to_thread(self._release, task.id)
+            await self._call(self._release, task.id)
         finally:
             self.running.pop(task.id, None)
             self.wake()
@@ -222,19 +234,26 @@ class Scheduler:
 
         timing, misfire = _timing(task)
         store = self.store
-        open_run = await asyncio.to_thread(store.open_run, task.id)
+        open_run = await self._call(store.open_run, task.id)
         if open_run is not None:  # interrupted: resume it, whatever misfire says
             due_at = datetime.fromisoformat(open_run.due_at)
         else:
             due_at, skip = plan(timing, datetime.fromisoformat(str(task.next_run)), now, misfire, self.grace)
             if skip:
                 nxt = timing.after(now)
-                await asyncio.to_thread(store.skip_firing, task.id, self.owner, str(task.next_run), nxt)
-                log.info("task %s: skipped the firing due at %s (misfire: skip)", task.id, task.next_run)
+                await self._call(store.skip_firing, task.id, self.owner, str(task.next_run), nxt)
+                log.info("task %s: skipped the firings due from %s to %s (misfire: skip); next: %s", task.id,
+                         task.next_run, now.isoformat(), nxt.isoformat() if nxt else "none")
                 return
+        if self.prepare is not None and open_run is None:
+            await self.prepare(task)
+        wait = (due_at - self.clock.now()).total_seconds()
+        if wait > 0:  # claimed ahead (lead): start at its moment, not before
+            await asyncio.sleep(wait)
+            now = self.clock.now()
         run_id = new_run_id()
         where = self.runs_dir / f"{run_id}.jsonl"
-        run = await asyncio.to_thread(store.start_run, task.id, self.owner, run_id, str(where), due_at, now)
+        run = await self._call(store.start_run, task.id, self.owner, run_id, str(where), due_at, now)
         if run.status != "running":  # finished before its task was: only the task is behind
             status, error = run.status, run.error
         else:
@@ -257,13 +276,20 @@ class Scheduler:
             log.error("task %s: its next firing cannot be computed (%s: %s); it ends here", task.id,
                       type(exc).__name__, exc)
             nxt = None
-        await asyncio.to_thread(store.finish_run, task.id, self.owner, due_at, status, self.clock.now(),
-                                next_run=nxt, error=error, max_failures=self.max_failures)
+        after = await self._call(store.finish_run, task.id, self.owner, due_at, status, self.clock.now(),
+                                 next_run=nxt, error=error, max_failures=self.max_failures)
+        if status not in ("ok", "broken"):
+            why = error.get("message") if isinstance(error, dict) else error
+            log.warning("task %s: the firing due at %s ended %s (%d failed in a row): %s", task.id,
+                        due_at.isoformat(), status, after.failures, why)
+        if after.status == "dead" and task.status != "dead":
+            log.error("task %s is dead after %d failed firings in a row; see chainlang tasks show %s, then "
+                      "chainlang tasks retry %s", task.id, after.failures, task.id, task.id)
 
     async def _renew(self, task_id: str) -> None:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
-            lease = await asyncio.to_thread(self.store.renew, task_id, self.owner, self.clock.now(),
+            lease = await self._call(self.store.renew, task_id, self.owner, self.clock.now(),
                                             self.lease_seconds)
             if lease is None:
                 log.error("task %s: another process took its lease; this firing goes on, its end will not "
