@@ -46,7 +46,9 @@ def post_command(to: str, name: str, data_text: str, key: str | None, as_json: b
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         raise UsageError(f"--to {to}: give the serve's base URL, e.g. http://127.0.0.1:8765")
     try:
-        data = json.loads(data_text, parse_constant=_no_constant)
+        from chainlang.serve.app import _finite
+
+        data = json.loads(data_text, parse_constant=_no_constant, parse_float=_finite)
     except ValueError as exc:
         raise UsageError(f"--data: not JSON ({exc}); give the payload as a JSON object") from None
     if key is not None:  # refused here as a local emit refuses it (a newline could not even be sent)

@@ -24,6 +24,7 @@ import asyncio
 import hmac
 import json
 import logging
+import math
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
             request.content.feed_eof()  # and aiohttp is not to read it again (an error, and a reset, after the answer)
             return refused
         try:
-            data = json.loads(raw, parse_constant=_no_constant)
+            data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
         except (ValueError, RecursionError) as exc:
             engine.metrics.rejected.labels(reason="malformed").inc()
             return _json(400, {"error": f"the body is not JSON: {_short(exc)}; send the event's payload as a "
@@ -147,6 +148,15 @@ def _json(code: int, body: dict[str, Any], headers: dict[str, str] | None = None
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, unless it is too large for one (1e999 would be infinity,
+    which is not JSON: the transcript could not record it)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
 
 
 def _short(exc: BaseException) -> str:
