@@ -259,7 +259,8 @@ def test_due_tasks_claim_and_the_lease_rules(tmp_path: Path) -> None:
         store.add_task("schedule", SCHEDULE, id="b", next_run=at(10))
         store.add_task("schedule", SCHEDULE, id="a", next_run=at(5))
         store.add_task("schedule", SCHEDULE, id="later", next_run=at(100))
-        store.add_task("schedule", SCHEDULE, id="paused", next_run=at(0), status="pending")
+        store.add_task("schedule", SCHEDULE, id="ended", next_run=at(0), status="completed")
+        store.add_task("schedule", SCHEDULE, id="fresh", next_run=at(11), status="pending")  # not fired yet: runnable
         store.add_task("hook", {"trigger": "x"}, id="hook")
         assert [t.id for t in store.due_tasks(at(10))] == ["a", "b"]  # the earliest first
         assert [t.id for t in store.due_tasks(at(10), limit=1)] == ["a"]
@@ -271,7 +272,7 @@ def test_due_tasks_claim_and_the_lease_rules(tmp_path: Path) -> None:
         assert [t.id for t in store.due_tasks(at(10))] == ["b"]  # a leased task is not due
         assert store.claim("a", "w2", at(20), 30) is None
         assert store.claim("a", "w1", at(20), 30) is None  # not even for its owner: renew() extends
-        assert store.claim("paused", "w1", at(20), 30) is None
+        assert store.claim("ended", "w1", at(20), 30) is None
         with pytest.raises(StoreError, match="ttl_seconds"):
             store.claim("b", "w1", at(20), 0)
 
@@ -280,7 +281,7 @@ def test_due_tasks_claim_and_the_lease_rules(tmp_path: Path) -> None:
         renewed = store.renew("a", "w1", at(30), 30)
         assert renewed is not None and renewed.until == at(60)
         assert store.claim("a", "w2", at(45), 30) is None  # renewed: still held
-        assert [t.id for t in store.due_tasks(at(61))] == ["a", "b"]  # expired: due again
+        assert [t.id for t in store.due_tasks(at(61))] == ["a", "b", "fresh"]  # expired: due again (and the pending one, due at 11)
 
         reclaimed = store.claim("a", "w2", at(61), 30)
         assert reclaimed is not None and reclaimed.owner == "w2" and reclaimed.reclaimed_from == "w1"
@@ -307,7 +308,7 @@ def test_next_due_leaves_out_the_tasks_held_at_now(tmp_path: Path) -> None:
         assert store.next_due() is None and store.next_due(at(0)) is None
         store.add_task("schedule", SCHEDULE, id="a", next_run=at(5))
         store.add_task("schedule", SCHEDULE, id="b", next_run=at(50))
-        store.add_task("schedule", SCHEDULE, id="off", next_run=at(1), status="pending")
+        store.add_task("schedule", SCHEDULE, id="off", next_run=at(1), status="completed")
         assert store.next_due() == store.next_due(at(10)) == at(5)
         assert store.claim("a", "w1", at(10), 30) is not None
         assert store.next_due() == at(5)  # without now: every active schedule
@@ -357,7 +358,7 @@ def test_a_task_cancelled_during_its_run_is_finished_and_stays_archived(tmp_path
         store.add_task("schedule", SCHEDULE, id="job2", next_run=at(0))
         store.claim("job2", "w", at(0), 30)
         store.cancel_task("job2")
-        with pytest.raises(StoreError, match="is archived: only an active task is run"):
+        with pytest.raises(StoreError, match="is archived: only a pending or active task is run"):
             store.start_run("job2", "w", "r", "t", at(0), at(0))
 
 

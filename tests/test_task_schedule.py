@@ -158,13 +158,13 @@ def test_each_type_returns_its_task_id_and_next_run_read_on_the_runs_clock(proje
     assert set(tasks) == set(ids.values())
     shown = {name: tasks[i] for name, i in ids.items()}
     assert {n: (t["type"], t["status"], t.get("at"), t.get("interval"), t.get("cron")) for n, t in shown.items()} == {
-        "once": ("once", "active", "tomorrow 08:00", None, None),
-        "iso": ("once", "active", "2026-11-23 17:00", None, None),
-        "fri": ("once", "active", "friday 9am", None, None),
-        "delay": ("delay", "active", None, "30m", None),
-        "daily": ("repeat", "active", None, "1 day", None),
-        "eight": ("repeat", "active", "today 08:00", "1 day", None),
-        "cron": ("repeat", "active", None, None, "0 8 * * 1-5"),
+        "once": ("once", "pending", "tomorrow 08:00", None, None),
+        "iso": ("once", "pending", "2026-11-23 17:00", None, None),
+        "fri": ("once", "pending", "friday 9am", None, None),
+        "delay": ("delay", "pending", None, "30m", None),
+        "daily": ("repeat", "pending", None, "1 day", None),
+        "eight": ("repeat", "pending", "today 08:00", "1 day", None),
+        "cron": ("repeat", "pending", None, None, "0 8 * * 1-5"),
     }
     # due: when it runs next, in the zone of the run's clock as next_run was
     assert {n: t["due"] for n, t in shown.items()} == {n: v["next_run"] for n, v in got.items()}
@@ -198,7 +198,7 @@ def test_the_seeds_reminder_after_work(project: Path) -> None:
     got = out(ran)
     assert got["next"] == "2026-11-23T17:00:00+00:00"
     (task,) = stored(project)
-    assert task.id == got["id"] and task.origin.endswith("/2") and task.status == "active"
+    assert task.id == got["id"] and task.origin.endswith("/2") and task.status == "pending"  # not fired yet
     assert task.definition["captured"] == {"tools.now.iso": NOW}
     assert task.definition["schedule"] == {"type": "once", "at": "2026-11-23 17:00"}  # as rendered
     assert task.definition["action"] == [{"user.notify": {"message": "Time to buy groceries (you asked at "
@@ -344,7 +344,7 @@ def test_an_id_given_twice_fails_the_second_time(project: Path) -> None:
     assert out(first) == {"id": "standup"}
     second = run(project, steps, ok=False)
     assert second.returncode == 1
-    assert "a task with id 'standup' exists already (active, registered by " in second.stderr
+    assert "a task with id 'standup' exists already (pending, registered by " in second.stderr
     assert "chainlang tasks cancel standup" in second.stderr
     assert [t.id for t in stored(project)] == ["standup"]
 
@@ -356,7 +356,8 @@ def test_an_archived_task_keeps_its_id(project: Path) -> None:
     assert cancel(ctx(project), task_id="standup") == {"task_id": "standup", "status": "archived"}
     again = run(project, f"- task.schedule: {{id: standup, type: once, at: tomorrow 09:00, action: {NOTIFY}}}\n",
                 ok=False)
-    assert again.returncode == 1 and "a task with id 'standup' exists already (archived" in again.stderr
+    assert again.returncode == 1 and "the task id 'standup' was used before (archived" in again.stderr
+    assert "ids are never reused" in again.stderr
 
 
 def setup_tasks(project: Path) -> None:
@@ -380,6 +381,7 @@ def test_task_list_filters_by_field_and_by_the_day_due(project: Path) -> None:
         - {event: task.list, id: today, params: {filter: {due: "{tools.now.date}"}}}
         - {event: task.list, id: exact, params: {filter: {due: "2026-11-25T09:00:00+00:00"}}}
         - {event: task.list, id: active, params: {status: active}}
+        - {event: task.list, id: pending, params: {status: pending}}
         - {event: task.list, id: dead, params: {status: dead}}
         """, outputs="""\
         all: "{all.tasks}"
@@ -387,6 +389,7 @@ def test_task_list_filters_by_field_and_by_the_day_due(project: Path) -> None:
         today: "{today.tasks}"
         exact: "{exact.tasks}"
         active: "{active.tasks | length}"
+        pending: "{pending.tasks | length}"
         dead: "{dead.tasks | length}"
         """, name="list.chain.yaml")
     got = out(listing)
@@ -396,7 +399,8 @@ def test_task_list_filters_by_field_and_by_the_day_due(project: Path) -> None:
     assert [t["task_id"] for t in got["repeats"]] == ["daily"]
     assert sorted(t["task_id"] for t in got["today"]) == ["today-a", "today-b"]  # the seed's morning filter
     assert [t["task_id"] for t in got["exact"]] == ["later"]
-    assert (got["active"], got["dead"]) == (4, 0)
+    assert (got["active"], got["dead"]) == (0, 0)  # none has fired yet: all four are pending
+    assert got["pending"] == 4
 
 
 def test_task_cancel_in_a_chain(project: Path) -> None:
@@ -417,11 +421,11 @@ def test_the_tasks_command_lists_shows_and_cancels_schedules(project: Path) -> N
     assert text.returncode == 0
     rows = {line.split()[0]: line.split()[1:] for line in text.stdout.splitlines()}
     assert set(rows) == {"today-a", "today-b", "later", "daily"}, text.stdout
-    assert rows["daily"][:3] == ["repeat", "active", "2026-11-24T10:00:00.000000+00:00"]
-    assert rows["today-b"][:2] == ["delay", "active"]
+    assert rows["daily"][:3] == ["repeat", "pending", "2026-11-24T10:00:00.000000+00:00"]
+    assert rows["today-b"][:2] == ["delay", "pending"]
     shown = cli(project, "tasks", "show", "daily", "--json")
     detail = json.loads(shown.stdout)
-    assert (detail["type"], detail["interval"], detail["status"], detail["runs"]) == ("repeat", "1 day", "active", [])
+    assert (detail["type"], detail["interval"], detail["status"], detail["runs"]) == ("repeat", "1 day", "pending", [])
     assert detail["definition"]["timing"] == {"kind": "repeat", "first": "2026-11-24T10:00:00+00:00",
                                               "every_seconds": 86400.0}
     cancelled = cli(project, "tasks", "cancel", "later", "--json")

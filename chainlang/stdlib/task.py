@@ -69,7 +69,7 @@ def schedule(ctx: "RunContext", type: str, action: list[Any], at: str | None = N
         if found is not None:
             return {"task_id": task_id, "next_run": str((found.definition.get("timing") or {}).get("first"))}
         _check(root, ctx, task_id, action_hook(task_id, action), "action")
-        _add(store, "schedule", definition, task_id, origin, next_run=timing.first)
+        _add(store, "schedule", definition, task_id, origin, next_run=timing.first, status="pending")
     return {"task_id": task_id, "next_run": timing.first.isoformat()}
 
 
@@ -171,6 +171,9 @@ def _stored_before(store: "Store", task_id: str, origin: str) -> "TaskRecord | N
         return None
     if existing.origin == origin:  # whatever became of it since (fired, completed, cancelled)
         return existing
+    if existing.status in ("archived", "completed"):  # kept for its history: the id stays taken
+        raise ValueError(f"the task id {task_id!r} was used before ({existing.status}, registered by "
+                         f"{existing.origin or 'another run'}); ids are never reused: give another id")
     raise ValueError(f"a task with id {task_id!r} exists already ({existing.status}, registered by "
                      f"{existing.origin or 'another run'}); cancel it first (chainlang tasks cancel "
                      f"{task_id}) or give another id")

@@ -44,6 +44,7 @@ from .schema import TASK_RUNS, TASKS, append_event, now
 __all__ = ["TaskMethods"]
 
 _Moment = str | datetime
+RUNNABLE = ("pending", "active")  # a schedule not fired yet is pending, then active until it ends
 
 
 class TaskMethods:
@@ -137,7 +138,7 @@ class TaskMethods:
         at = stamp(now, "now")
         _check_count("limit", limit)
         query = (select(TASKS)
-                 .where(TASKS.c.kind == "schedule", TASKS.c.status == "active", TASKS.c.next_run.is_not(None),
+                 .where(TASKS.c.kind == "schedule", TASKS.c.status.in_(RUNNABLE), TASKS.c.next_run.is_not(None),
                         TASKS.c.next_run <= at, _unleased(at))
                  .order_by(TASKS.c.next_run, TASKS.c.id).limit(limit))
         with self._read("reading the due tasks") as conn:
@@ -148,7 +149,7 @@ class TaskMethods:
         `now`, only of the schedules nobody holds at `now` (no lease, or an expired one)."""
         from sqlalchemy import func
 
-        query = select(func.min(TASKS.c.next_run)).where(TASKS.c.kind == "schedule", TASKS.c.status == "active")
+        query = select(func.min(TASKS.c.next_run)).where(TASKS.c.kind == "schedule", TASKS.c.status.in_(RUNNABLE))
         if now is not None:
             query = query.where(_unleased(stamp(now, "now")))
         with self._read("reading when the next task is due") as conn:
@@ -164,7 +165,7 @@ class TaskMethods:
         at, until = _lease_span(id, owner, now, ttl_seconds)
         with self._write(f"claiming the task {id!r}") as conn:
             row = _get(conn, id, self.path)
-            if row.status != "active" or (row.lease_until is not None and row.lease_until >= at):
+            if row.status not in RUNNABLE or (row.lease_until is not None and row.lease_until >= at):
                 return None
             version = _change(conn, row, self.path, lease_owner=owner, lease_until=until, updated_at=now_())
             logged = now_()
@@ -218,8 +219,8 @@ class TaskMethods:
                                                          TASK_RUNS.c.due_at == due)).first()
             if found is not None:
                 return _run(found, new=False)
-            if row.status != "active":
-                raise StoreError(f"the task {task_id!r} is {row.status}: only an active task is run; "
+            if row.status not in RUNNABLE:
+                raise StoreError(f"the task {task_id!r} is {row.status}: only a pending or active task is run; "
                                  "release its lease")
             done = conn.execute(insert(TASK_RUNS).values(task_id=task_id, run_id=run_id, transcript=transcript,
                                                          due_at=due, started_at=start, status="running"))
@@ -266,11 +267,13 @@ class TaskMethods:
                          .values(finished_at=at, status=status, error=error_text))
             failures = 0 if status in SUCCEEDED else row.failures + 1
             new_status = row.status
-            if row.status == "active":
+            if row.status in RUNNABLE:  # a pending schedule has fired now: active, unless it ends here
                 if failures >= max_failures:
                     new_status = "dead"
                 elif nxt is None and row.kind == "schedule":
                     new_status = "completed"
+                else:
+                    new_status = "active"
             logged = now_()
             _change(conn, row, self.path, status=new_status, failures=failures, last_run=due, next_run=nxt,
                     lease_owner=None, lease_until=None, updated_at=logged)
@@ -293,7 +296,7 @@ class TaskMethods:
             row = _get(conn, task_id, self.path)
             if row.lease_owner != owner:
                 raise StoreError(f"{owner!r} does not hold the lease of the task {task_id!r}: claim it first")
-            status = "completed" if nxt is None and row.status == "active" and row.kind == "schedule" else row.status
+            status = "completed" if nxt is None and row.status in RUNNABLE and row.kind == "schedule" else row.status
             logged = now_()
             _change(conn, row, self.path, next_run=nxt, status=status, lease_owner=None, lease_until=None,
                     updated_at=logged)
