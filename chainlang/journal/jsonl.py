@@ -156,6 +156,10 @@ class TranscriptWriter:
             os.close(fd)
             raise
         self._fd: int | None = fd
+        if lock is not None and self._seq == 0:  # a sealed head before the first line (see lock.py)
+            from chainlang.journal.lock import run_anchor
+
+            lock.record(0, run_anchor(run_id))
 
     def _recover(self, fd: int) -> tuple[int, int]:
         """Validate an existing transcript, repair its tail; return (last seq, size)."""

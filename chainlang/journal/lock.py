@@ -8,7 +8,9 @@ Beside `RUN.jsonl` lies `RUN.jsonl.head`, one fixed-width line:
   file (released by the kernel when the process ends, however it ends). A second
   process is refused at once (`RunInUse`) with the holder's pid.
 - The writer overwrites it in place with the seq and MAC of the last line, sealed with
-  the project key, when the run starts, before the tool of a step that is not
+  the project key: before the first line (seq 0, the run's anchor as MAC: a process
+  killed between writing that line and moving the head leaves a head that still
+  vouches for the run), when the run starts, before the tool of a step that is not
   idempotent is called (its `step_started` is then the last line), and when it closes. The file is mapped into
   memory (`mmap`, shared), so that costs no system call; the kernel holds the page, so a
   killed process loses no update.
@@ -33,7 +35,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Head", "RunInUse", "RunLock", "head_path"]
+__all__ = ["Head", "RunInUse", "RunLock", "head_path", "run_anchor"]
 
 _LINE = re.compile(rb"pid=(\d{10}) seq=(\d{20}) mac=([0-9a-f]{32}|-{32}) seal=([0-9a-f]{32})\n")
 
@@ -71,6 +73,12 @@ def _line(seq: int, mac: bytes | None, seal: bytes) -> bytes:
     line = b"pid=%010d seq=%020d mac=%s seal=%s\n" % (os.getpid(), seq, mac or b"-" * 32, seal)
     assert len(line) == _LINE_SIZE
     return line
+
+
+def run_anchor(run_id: str) -> bytes:
+    """What a head before the first line holds as its MAC: a digest of the run id, so that
+    a sealed empty head belongs to one run (it cannot be moved beside another transcript)."""
+    return hashlib.blake2b(b"run:" + run_id.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest().encode("ascii")
 
 
 def _seal(key: bytes, seq: int, mac: bytes | None) -> bytes:

@@ -166,7 +166,12 @@ def _check_head(parsed: _Parsed, head: "Head", source: Path, key: bytes) -> None
     if not head.valid(key):
         raise TranscriptError(f"{source}.head: the head file is damaged or was not sealed with this project's key; "
                               "the transcript cannot be trusted")
-    if head.seq == 0:
+    if head.seq == 0:  # sealed before the first line: it must be this run's
+        from chainlang.journal.lock import run_anchor
+
+        if parsed.records and head.mac != run_anchor(str(parsed.records[0][1]["run_id"])):
+            raise TranscriptError(f"{source}.head: the head file belongs to another run; the transcript cannot "
+                                  "be trusted")
         return
     for (number, rec), mac in zip(parsed.records, parsed.macs):
         if rec["seq"] == head.seq:

@@ -320,6 +320,11 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
     name = str(emitted.get("event", ""))
     if recorded.finished is not None and recorded.finished.get("status") != "interrupted":
         done = recorded.finished
+        if isinstance(emitted.get("id"), str):  # its process may have died before the store heard of its end
+            try:
+                _finish(Path(str(header.get("file"))), emitted["id"], str(done.get("status")))
+            except UsageError:
+                pass  # no store (any more), or no such claim: the transcript is the record
         return EmitResult(recorded.run_id, name, str(done.get("status")), list((done.get("outputs") or {}).get("fired") or []),
                           done.get("error"), where, float(done.get("duration_ms") or 0))
     loaded = load_project(Path(str(header.get("file"))), tools, registry)
