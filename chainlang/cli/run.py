@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, cast
 
+from chainlang.runtime.emit import finite_float
+
 from chainlang.pipeline import UsageError
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
         if name in inputs:
             raise UsageError(f"--input {name} is given twice")
         try:
-            inputs[name] = json.loads(text, parse_constant=_no_constant)
+            inputs[name] = json.loads(text, parse_constant=_no_constant, parse_float=finite_float)
         except ValueError:
             inputs[name] = text
     return inputs
@@ -129,7 +131,7 @@ def emit_command(name: str, data_text: str, key: str | None, as_json: bool, tran
     from chainlang.runtime.runner import parse_now
 
     try:
-        data = json.loads(data_text, parse_constant=_no_constant)
+        data = json.loads(data_text, parse_constant=_no_constant, parse_float=finite_float)
     except ValueError as exc:
         raise UsageError(f"--data: not JSON ({exc}); give the payload as a JSON object, e.g. "
                          "--data '{\"sender\": \"Sarah\", \"subject\": \"budget\"}'") from None

@@ -109,6 +109,17 @@ def load_project(start: Path, tools: Sequence[str] = (), registry: "Registry | N
                    {f.path: f.source for f in hook_files}, loader)
 
 
+def finite_float(text: str) -> float:
+    """A JSON number as a float (json.loads' parse_float), unless it is too large for one:
+    1e999 would be infinity, which is not JSON, and no transcript could record it."""
+    import math
+
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
 def check_payload(project: Project, name: str, data: Any) -> list[str]:
     """Why `data` is not a valid payload of external event `name` (empty: it is). Raises
     UsageError when `name` is not an external event of the project."""

@@ -24,7 +24,6 @@ import asyncio
 import hmac
 import json
 import logging
-import math
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 if TYPE_CHECKING:
@@ -151,12 +150,9 @@ def _no_constant(name: str) -> Any:
 
 
 def _finite(text: str) -> float:
-    """A JSON number as a float, unless it is too large for one (1e999 would be infinity,
-    which is not JSON: the transcript could not record it)."""
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text[:40]} is too large")
-    return value
+    from chainlang.runtime.emit import finite_float
+
+    return finite_float(text)
 
 
 def _short(exc: BaseException) -> str:

@@ -274,6 +274,10 @@ class Engine:
         except StoreError as exc:
             _discard(lock, where)
             return Reply(503, {"error": str(exc)})
+        if claim.new and not self.accepting:  # the stop began meanwhile: recorded, the next serve fires it
+            lock.release()
+            return Reply(202, {"status": "accepted", "event": name, "run_id": run_id, "transcript": str(where),
+                               "run": f"/runs/{run_id}", "note": "serve is stopping: the next serve runs it"})
         if claim.new:
             job = self._start(self._emit(project, claim_key, name, data, run_id, where, lock, _Started(self.metrics)),
                               run_id)
@@ -465,6 +469,8 @@ class Engine:
 
         counts = {"resumed": 0, "busy": 0, "failed": 0}
         for claim in await asyncio.to_thread(self.store.started_emits):
+            if not self.accepting:  # stopping: the next serve takes up the rest
+                break
             lock = self._orphan(claim)
             if lock is None:
                 counts["busy"] += 1

@@ -343,8 +343,8 @@ def _use_wal(cursor: sqlite3.Cursor, timeout: float) -> None:
 
 
 def _encode(data: Any) -> str:
-    try:
-        return json.dumps(data, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    try:  # ASCII: a payload may hold lone surrogates (valid JSON), which SQLite's UTF-8 text cannot
+        return json.dumps(data, ensure_ascii=True, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise StoreError(f"an emit's data must be JSON ({e})") from None
 
