@@ -173,6 +173,20 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                text = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(text[text.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
 class Server:
     """A server subprocess that prints its URL on stdout when it listens."""
 
@@ -211,7 +225,8 @@ class Server:
         return self.proc.pid
 
     def cpu(self) -> float:
-        return proc_cpu(self.proc.pid)
+        """The CPU of the process and of its children (the workers of serve --workers)."""
+        return proc_cpu(self.proc.pid) + sum(proc_cpu(pid) for pid in children(self.proc.pid))
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 120.0) -> int:
         if self.proc.poll() is None:
@@ -225,8 +240,8 @@ class Server:
         return self.proc.returncode
 
 
-def serve_argv(profile: Path | None, script_dir: Path) -> list[str]:
-    args = ["serve", "--host", "127.0.0.1", "--port", "0", "--grace", "30s"]
+def serve_argv(profile: Path | None, script_dir: Path, workers: int = 1) -> list[str]:
+    args = ["serve", "--host", "127.0.0.1", "--port", "0", "--grace", "30s", "--workers", str(workers)]
     if profile is None:
         return [sys.executable, "-m", "chainlang.cli", *args]
     wrapper = script_dir / "profiled_serve.py"
@@ -586,6 +601,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 200 events, 20 tasks, small baselines")
     parser.add_argument("--events", type=int, default=None, help="events per load (default 2,000; --quick 200)")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="serve --workers (default 2: one per core of the 2-core target)")
     parser.add_argument("--tasks", type=int, default=None, help="due tasks per lateness phase (default 100; --quick 20)")
     parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
                         help="also profile serve under a 202 load; write the merged cProfile stats to FILE")
@@ -629,7 +646,7 @@ def main() -> int:
         hello_load = hellos[args.client]
 
         # 1 + 2. serve
-        serve = Server(serve_argv(None, base), root, base / "serve.log", "chainlang serve")
+        serve = Server(serve_argv(None, base, args.workers), root, base / "serve.log", "chainlang serve")
         loads: list[Load] = []
         late: dict[str, Lateness] = {}
         try:

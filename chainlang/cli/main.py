@@ -284,9 +284,9 @@ def tasks(action: str, task_id: str | None, status: str | None, as_json: bool) -
               help="On SIGTERM, how long running actions may take to finish (default: [serve] grace, 30s).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Serve processes sharing the port and the store (one uses one core).")
-@click.option("--worker", "is_worker", is_flag=True, hidden=True)  # a worker of serve --workers
+@click.option("--worker", "role", type=click.Choice(("http", "tasks")), default=None, hidden=True)  # of --workers
 @_tools_option
-def serve(host: str, port: int, grace: str | None, workers: int, is_worker: bool, tools: tuple[str, ...]) -> None:
+def serve(host: str, port: int, grace: str | None, workers: int, role: str | None, tools: tuple[str, ...]) -> None:
     """Run the project: fire its scheduled tasks when due, take external events over HTTP.
 
     Run it in the project's directory. POST /events/NAME (a JSON payload, optional
@@ -312,11 +312,12 @@ def serve(host: str, port: int, grace: str | None, workers: int, is_worker: bool
             import prometheus_client  # noqa: F401
         except ImportError:
             raise _usage("chainlang serve needs the serve extra: pip install 'chainlang[serve]'") from None
-        if workers > 1 and not is_worker:
+        if workers > 1 and role is None:
             from chainlang.serve.workers import supervise
 
             return supervise(Path.cwd(), host, port, workers, grace, tools)
-        options = ServeOptions(host=host, port=port, tools=tools, grace=seconds, reuse_port=is_worker)
+        options = ServeOptions(host=host, port=port, tools=tools, grace=seconds, reuse_port=role is not None,
+                               role=role or "both")
         return int(run_loop(serve_async(Path.cwd(), options)))
 
     _guarded(body)

@@ -47,6 +47,7 @@ class ServeOptions:
     ready: Callable[[str], None] | None = None  # told the base URL once listening
     recover: bool = True  # take up what a stopped serve left (only the first of several workers does)
     reuse_port: bool = False  # several workers listen on one port (serve --workers)
+    role: str = "both"  # serve --workers: "http" workers take events, one "tasks" worker fires due tasks
     stop: asyncio.Event | None = None  # set it to stop (tests); signals also stop
 
 
@@ -169,18 +170,22 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
         raise UsageError(f"cannot take up what the last serve left: {exc}") from None
     if freed:
         log.info("took up what a stopped serve left: %d task lease(s) freed", len(freed))
-    runner = web.AppRunner(make_app(engine, scheduler, token), handle_signals=False, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, options.host, options.port, reuse_address=True, reuse_port=options.reuse_port or None)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise UsageError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
-    sockets = getattr(site._server, "sockets", None) or []
-    port = sockets[0].getsockname()[1] if sockets else options.port
-    host = f"[{options.host}]" if ":" in options.host else options.host
-    url = f"http://{host}:{port}"
+    runner = None
+    url = "no HTTP: it fires the due tasks"
+    if options.role != "tasks":
+        runner = web.AppRunner(make_app(engine, scheduler, token), handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, options.host, options.port, reuse_address=True,
+                           reuse_port=options.reuse_port or None)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise UsageError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
+        sockets = getattr(site._server, "sockets", None) or []
+        port = sockets[0].getsockname()[1] if sockets else options.port
+        host = f"[{options.host}]" if ":" in options.host else options.host
+        url = f"http://{host}:{port}"
     stopping = options.stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -193,8 +198,9 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     # the emits a stopped serve left are resumed once serve listens: resuming a long action must
     # not keep serve deaf meanwhile (a health check that fails for as long would restart it, cutting
     # that action again); an event with the key of one of them waits for it, or takes it up itself
-    recovering = asyncio.create_task(_recover(engine)) if options.recover else None
-    ticking = asyncio.create_task(scheduler.run(stopping))
+    recovering = asyncio.create_task(_recover(engine)) if options.recover and options.role != "tasks" else None
+    # the workers that take events leave the due tasks to the tasks worker: a busy loop would make them late
+    ticking = asyncio.create_task(scheduler.run(stopping) if options.role != "http" else stopping.wait())
     try:
         await stopping.wait()
     finally:
@@ -216,7 +222,8 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
             if events or firings:
                 log.info("interrupted %d event(s) and %d firing(s) %s; the next serve resumes them", events, firings,
                          "on a second signal" if hurry.is_set() else "past the grace period")
-            await runner.cleanup()
+            if runner is not None:
+                await runner.cleanup()
             await close_decider(engine.decider)
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -7,8 +7,9 @@ them, an emit's transcript lock tells a live worker's emit from a dead one's, an
 worker may take up what a dead one left. Their metrics live in files of a shared
 directory (the Prometheus client's multiprocess mode): any worker's `/metrics` sums them.
 
-The supervisor reserves the port, starts the workers one after the other (each tells it
-when it listens), restarts one that dies (at most 5 times a minute, else it stops all),
+The workers take the events; one more worker fires the due tasks (a loop that requests
+keep busy would make them late). The supervisor reserves the port, starts the workers one
+after the other (each tells it when it is ready), restarts one that dies (at most 5 times a minute, else it stops all),
 and passes SIGTERM / SIGINT on to them: each drains as a single serve does.
 """
 
@@ -75,11 +76,13 @@ def supervise(start: Path, host: str, port: int, workers: int, grace: str | None
     port = sock.getsockname()[1]
     shared = tempfile.mkdtemp(prefix="chainlang-serve-metrics-")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": shared}
-    command = [sys.executable, "-m", "chainlang.cli", "serve", "--host", host, "--port", str(port), "--worker"]
+    command = [sys.executable, "-m", "chainlang.cli", "serve", "--host", host, "--port", str(port)]
     if grace is not None:
         command += ["--grace", grace]
     for tool in tools:
         command += ["--tools", tool]
+    # N workers take the events; one more fires the due tasks, with a loop no request keeps busy
+    roles = ["http"] * workers + ["tasks"]
     stopping = threading.Event()
     running: list[_Worker] = []
 
@@ -91,10 +94,10 @@ def supervise(start: Path, host: str, port: int, workers: int, grace: str | None
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        for index in range(workers):
+        for index, role in enumerate(roles):
             if stopping.is_set():
                 break
-            worker = _Worker(index, command, env)
+            worker = _Worker(index, command + ["--worker", role], env)
             running.append(worker)
             worker.ready.wait()
             if worker.proc.poll() is not None and not worker.line:  # it could not start: say why, stop
@@ -105,8 +108,8 @@ def supervise(start: Path, host: str, port: int, workers: int, grace: str | None
         if not stopping.is_set():
             shown = f"[{host}]" if ":" in host else host
             first = running[0].line.rsplit(" on http", 1)[0] if running else f"serving {start}"
-            print(f"{first} on http://{shown}:{port} with {workers} workers; stop with Ctrl-C or SIGTERM",
-                  flush=True)
+            print(f"{first} on http://{shown}:{port} with {workers} workers and a tasks worker; stop with Ctrl-C or "
+                  "SIGTERM", flush=True)
         restarts: list[float] = []
         while not stopping.is_set():
             time.sleep(0.2)
@@ -125,7 +128,7 @@ def supervise(start: Path, host: str, port: int, workers: int, grace: str | None
                     return 1
                 print(f"serve: worker {worker.index} exited with {code}; starting another", file=sys.stderr,
                       flush=True)
-                running[i] = _Worker(worker.index, command, env)
+                running[i] = _Worker(worker.index, command + ["--worker", roles[worker.index]], env)
         _wait(running, None)
         print("serve stopped", flush=True)
         return 0
