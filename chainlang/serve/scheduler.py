@@ -248,9 +248,10 @@ class Scheduler:
         if self.prepare is not None and open_run is None:
             await self.prepare(task)
         wait = (due_at - self.clock.now()).total_seconds()
-        if wait > 0:  # claimed ahead (lead): start at its moment, not before
+        while wait > 0:  # claimed ahead (lead): start at its moment, not before (a timer may wake early)
             await asyncio.sleep(wait)
             now = self.clock.now()
+            wait = (due_at - now).total_seconds()
         run_id = new_run_id()
         where = self.runs_dir / f"{run_id}.jsonl"
         run = await self._call(store.start_run, task.id, self.owner, run_id, str(where), due_at, now)
