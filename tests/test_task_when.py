@@ -217,3 +217,15 @@ def test_a_named_zone_is_kept_in_the_stored_schedule() -> None:
     assert after_change.astimezone(timezone.utc).hour == 6  # 08:00 CEST, no longer 07:00 UTC
     fixed = Schedule.from_json(parse_schedule({"type": "once", "at": "tomorrow 08:00"}, FRIDAY_1650).to_json())
     assert "zone" not in fixed.to_json() and fixed.first.isoformat() == "2026-11-21T08:00:00+01:00"
+
+
+def test_a_weekday_said_on_that_day_before_its_time_is_today() -> None:
+    from datetime import datetime, timezone
+
+    from chainlang.tasks.when import parse_at
+
+    sunday = datetime(2026, 11, 29, 9, 15, tzinfo=timezone.utc)  # a Sunday
+    assert parse_at("sunday 10:00", sunday) == datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
+    assert parse_at("sunday 09:00", sunday) == datetime(2026, 12, 6, 9, 0, tzinfo=timezone.utc)  # past: a week on
+    assert parse_at("next sunday 10:00", sunday) == datetime(2026, 12, 6, 10, 0, tzinfo=timezone.utc)
+    assert parse_at("sunday", sunday) == datetime(2026, 12, 6, 0, 0, tzinfo=timezone.utc)

@@ -212,9 +212,14 @@ def _grammar(raw: str, now: datetime) -> datetime | None:
         return now + timedelta(seconds=n * seconds)
     match = _DAY_TIME.match(raw)
     if match:
-        day = _day(match.group("day"), now)
+        text = match.group("day")
+        day = _day(text, now)
         at = _time(match, default=time(0, 0)) if (match.group("hour") or match.group("word")) else time(0, 0)
-        return datetime.combine(day, at, tzinfo=now.tzinfo)
+        moment = datetime.combine(day, at, tzinfo=now.tzinfo)
+        earlier = moment - timedelta(days=7)
+        if text in _WEEKDAYS and earlier > now:  # "sunday 10:00" said on a Sunday at 09:15: today
+            return earlier
+        return moment
     match = _TIME_ONLY.match(raw)
     if match:
         moment = datetime.combine(now.date(), _time(match, default=time(0, 0)), tzinfo=now.tzinfo)
@@ -233,7 +238,8 @@ def _day(text: str, now: datetime) -> Any:
         except ValueError:
             raise ScheduleError(f"{text!r} is not a date (write YYYY-MM-DD)") from None
     name = text.split()[-1]
-    ahead = (_WEEKDAYS.index(name) - now.weekday()) % 7 or 7  # "friday" on a Friday: a week on
+    ahead = (_WEEKDAYS.index(name) - now.weekday()) % 7 or 7  # "friday" on a Friday: a week on (unless
+    # its time is still ahead today: see _grammar); "next friday" on a Friday: a week on
     return now.date() + timedelta(days=ahead)
 
 
