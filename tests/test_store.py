@@ -273,3 +273,31 @@ def test_a_killed_process_leaves_every_committed_claim_whole(tmp_path: Path) -> 
             assert finished_at is not None and finished[key] == {"status": status}
     with open_store(tmp_path) as store:  # and the store goes on
         assert store.claim_emit("after-the-crash", "e", "r", "t").new
+
+
+def test_a_full_store_refuses_the_change_and_keeps_what_it_had(tmp_path: Path) -> None:
+    # SQLite's "database or disk is full", made by capping the file's pages: the change is
+    # refused with a message that says so, and nothing committed before is lost
+    from sqlalchemy import event
+
+    store = open_store(tmp_path)
+    try:
+        store.claim_emit("before", "order.created", "run-0", "runs/run-0.jsonl")
+
+        @event.listens_for(store._engine, "connect")
+        def _cap(dbapi_conn: object, _record: object) -> None:
+            cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+            pages = cursor.execute("PRAGMA page_count").fetchone()[0]
+            cursor.execute(f"PRAGMA max_page_count = {pages}")
+            cursor.close()
+
+        store._engine.dispose()  # new connections get the cap
+        big = "x" * 200_000
+        with pytest.raises(StoreError, match="the disk is full"):
+            store.claim_emit("after", "order.created", "run-1", "runs/run-1.jsonl", {"blob": big})
+    finally:
+        store.close()
+    with open_store(tmp_path) as again:
+        assert again.get_emit("after") is None
+        claim = again.get_emit("before")
+        assert claim is not None and claim.run_id == "run-0"
