@@ -111,8 +111,8 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
     from chainlang.registry.errors import ConfigError, RegistryError
     from chainlang.runtime.context import SystemClock
     from chainlang.runtime.decide import close_decider, decider_from_config
-    from chainlang.serve.app import make_app
-    from chainlang.serve.engine import Engine, Projects
+    from chainlang.serve.engine import Engine
+    from chainlang.serve.projects import Projects
     from chainlang.serve.metrics import Metrics
     from chainlang.serve.scheduler import Scheduler
     from chainlang.store import StoreError
