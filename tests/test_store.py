@@ -301,3 +301,26 @@ def test_a_full_store_refuses_the_change_and_keeps_what_it_had(tmp_path: Path) -
         assert again.get_emit("after") is None
         claim = again.get_emit("before")
         assert claim is not None and claim.run_id == "run-0"
+
+
+def test_emit_batch_claims_and_finishes_in_one_transaction(tmp_path: Path) -> None:
+    # serve's group commit: the same answers and log as claim_emit / finish_emit one by one
+    with open_store(tmp_path) as store:
+        store.claim_emit("old", "order.created", "run-0", "t0", {"n": 0})
+        answers = store.emit_batch(
+            [("a", "order.created", "run-1", "t1", {"n": 1}), ("old", "order.created", "run-x", "tx", None),
+             ("a", "order.created", "run-2", "t2", {"n": 2}), ("b", "order.created", "run-3", "t3", ["\ud800"])],
+            [("old", "ok")])
+        assert [(c.key, c.new, c.run_id) for c in answers] == [("a", True, "run-1"), ("old", False, "run-0"),
+                                                                ("a", False, "run-1"), ("b", True, "run-3")]
+        assert answers[1].status == "started" and answers[1].data == {"n": 0}  # read before the finishes
+        store.emit_batch([], [("a", "failed"), ("b", "ok"), ("never", "ok")])
+        got = {k: store.get_emit(k) for k in ("old", "a", "b")}
+        assert {k: (c.status, c.data) for k, c in got.items() if c} == {
+            "old": ("ok", {"n": 0}), "a": ("failed", {"n": 1}), "b": ("ok", ["\ud800"])}
+        assert store.get_emit("never") is None
+        kinds = [(e["kind"], e["subject"]) for e in store.events()]
+        assert kinds == [("emit_claimed", "old"), ("emit_claimed", "a"), ("emit_claimed", "b"),
+                         ("emit_finished", "old"), ("emit_finished", "a"), ("emit_finished", "b")]
+        with pytest.raises(StoreError, match="control character"):
+            store.emit_batch([("bad\nkey", "e", "r", "t", None)], [])

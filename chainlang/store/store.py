@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, bindparam, create_engine, event, insert, select, update
+from sqlalchemy import Connection, Engine, Row, create_engine, event, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
@@ -156,45 +156,58 @@ class Store(TaskMethods):
         Returns the claims' answers in order; a key claimed twice in one batch is new once.
         The finishes are applied after the claims (serve finishes only keys it claimed)."""
         encoded = []
-        for key, event, run_id, transcript, data in claims:
+        for key, name, run_id, transcript, data in claims:
             check_key(key)
-            _check_text(event=event, run_id=run_id, transcript=transcript)
+            _check_text(event=name, run_id=run_id, transcript=transcript)
             encoded.append(None if data is None else _encode(data))
         for key, status in finishes:
             check_key(key)
             _check_text(status=status)
         answers: list[EmitClaim] = []
+        # serve's hot path: plain SQL through the driver (SQLAlchemy's statement building cost
+        # more than the writes); the statements are portable but for the qmark parameters
         with self._write(f"recording {len(claims)} emit claim(s) and {len(finishes)} end(s)") as conn:
             at = now()
             known: dict[str, EmitClaim] = {}
             keys = [c[0] for c in claims]
             for start in range(0, len(keys), 500):  # bounded IN lists
-                for row in conn.execute(select(EMITS).where(EMITS.c.key.in_(keys[start:start + 500]))).all():
+                chunk = keys[start:start + 500]
+                found = conn.exec_driver_sql(
+                    "SELECT key, event, run_id, transcript, status, created_at, finished_at, data FROM emits "
+                    f"WHERE key IN ({', '.join('?' * len(chunk))})", tuple(chunk)).all()
+                for row in found:
                     known[row.key] = _claim(row, new=False)
             rows, events = [], []
-            for (key, event, run_id, transcript, data), text in zip(claims, encoded):
+            for (key, name, run_id, transcript, data), text in zip(claims, encoded):
                 if key in known:
                     answers.append(known[key])
                     continue
-                claim = EmitClaim(new=True, key=key, event=event, run_id=run_id, transcript=transcript,
+                claim = EmitClaim(new=True, key=key, event=name, run_id=run_id, transcript=transcript,
                                   status="started", created_at=at, finished_at=None, data=data)
                 known[key] = EmitClaim(**{**claim.__dict__, "new": False})
                 answers.append(claim)
-                rows.append({"key": key, "event": event, "run_id": run_id, "transcript": transcript,
-                             "status": "started", "created_at": at, "data": text})
-                events.append({"at": at, "kind": "emit_claimed", "subject": key,
-                               "data": json.dumps({"event": event, "run_id": run_id, "transcript": transcript},
-                                                  ensure_ascii=False, sort_keys=True)})
+                rows.append((key, name, run_id, transcript, "started", at, text))
+                events.append((at, "emit_claimed", key,
+                               json.dumps({"event": name, "run_id": run_id, "transcript": transcript},
+                                          ensure_ascii=False, sort_keys=True)))
             if rows:
-                conn.execute(insert(EMITS), rows)
-            if finishes:  # one statement for all (executemany); keys never claimed change nothing
-                conn.execute(update(EMITS).where(EMITS.c.key == bindparam("k"))
-                             .values(status=bindparam("s"), finished_at=at),
-                             [{"k": key, "s": status} for key, status in finishes])
-                events.extend({"at": at, "kind": "emit_finished", "subject": key,
-                               "data": json.dumps({"status": status}, sort_keys=True)} for key, status in finishes)
+                conn.exec_driver_sql("INSERT INTO emits (key, event, run_id, transcript, status, created_at, data) "
+                                     "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            present = set(known)
+            unknown = list({key for key, _ in finishes if key not in present})
+            for start in range(0, len(unknown), 500):  # a key never claimed is not finished (nor logged)
+                chunk = unknown[start:start + 500]
+                found = conn.exec_driver_sql(f"SELECT key FROM emits WHERE key IN ({', '.join('?' * len(chunk))})",
+                                             tuple(chunk)).all()
+                present.update(row.key for row in found)
+            finishes = [(key, status) for key, status in finishes if key in present]
+            if finishes:  # one statement for all (executemany)
+                conn.exec_driver_sql("UPDATE emits SET status = ?, finished_at = ? WHERE key = ?",
+                                     [(status, at, key) for key, status in finishes])
+                events.extend((at, "emit_finished", key, json.dumps({"status": status}, sort_keys=True))
+                              for key, status in finishes)
             if events:
-                conn.execute(insert(EVENT_LOG), events)
+                conn.exec_driver_sql("INSERT INTO event_log (at, kind, subject, data) VALUES (?, ?, ?, ?)", events)
         return answers
 
     def started_emits(self, limit: int = 10_000) -> list[EmitClaim]:
