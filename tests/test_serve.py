@@ -12,6 +12,7 @@ starts one. Every serve is killed at its test's (or the module's) end, whatever 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -960,3 +961,58 @@ def test_a_hook_registered_while_serving_is_in_force(assistant: Server) -> None:
     reply = assistant.event("email.received", {"sender": "Tom", "subject": "weekly sync"}, wait=True)
     assert reply.json()["fired"] == [], reply.text
     assert [e["title"] for e in _calendar(assistant.project)].count("Tom sync") == 1
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                text = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(text[text.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_serve_with_workers(tmp_path: Path, servers: Servers) -> None:
+    # two workers take the events on one port and one fires the due tasks, on one store: every
+    # event runs once (its key sent twice, to whichever worker), the task fires once, /metrics
+    # sums them all, a worker that dies is replaced, and SIGTERM stops them all
+    make_project(tmp_path)
+    task_id = _schedule(tmp_path, "later", """\
+        type: delay
+        interval: 1s
+        action:
+          - t.log: {label: "delayed by the tasks worker"}
+    """)
+    server = servers.start(tmp_path, "--workers", "2")
+    assert "(2 workers and a tasks worker)" in server.stdout, server.describe()
+    assert len(_children(server.proc.pid)) == 3, server.describe()
+    subjects = [unique("w") for _ in range(12)]
+
+    def send(subject: str) -> int:
+        return server.event("email.received", {"sender": "Ann", "subject": subject}, key=subject, wait=True).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        codes = list(pool.map(send, subjects + subjects))
+    assert codes == [200] * 24
+    for subject in subjects:
+        assert count(tmp_path, f"mail from Ann: {subject}") == 1
+    assert metric(server, "chainlang_events_total", event="email.received", status="ok") == 12
+    assert metric(server, "chainlang_events_duplicate_total") == 12
+    wait_until("the task fired", lambda: count(tmp_path, "delayed by the tasks worker") == 1, within=6, server=server)
+    wait_until("the task completed", lambda: _task(tmp_path, task_id)["status"] == "completed", server=server)
+
+    victim = sorted(_children(server.proc.pid))[0]
+    os.kill(victim, signal.SIGKILL)
+    wait_until("the worker was replaced", lambda: "starting another" in server.stderr
+               and len(_children(server.proc.pid)) == 3, within=15, server=server)
+    after = unique("after")
+    wait_until("a worker answers", lambda: send(after) == 200, within=15, server=server)
+    assert count(tmp_path, f"mail from Ann: {after}") == 1
+    assert server.stop() == 0, server.describe()
+    assert server.stdout.rstrip().endswith("serve stopped"), server.describe()
+    assert _children(server.proc.pid) == []

@@ -108,7 +108,7 @@ def supervise(start: Path, host: str, port: int, workers: int, grace: str | None
         if not stopping.is_set():
             shown = f"[{host}]" if ":" in host else host
             first = running[0].line.rsplit(" on http", 1)[0] if running else f"serving {start}"
-            print(f"{first} on http://{shown}:{port} with {workers} workers and a tasks worker; stop with Ctrl-C or "
+            print(f"{first} on http://{shown}:{port} ({workers} workers and a tasks worker); stop with Ctrl-C or "
                   "SIGTERM", flush=True)
         restarts: list[float] = []
         while not stopping.is_set():
