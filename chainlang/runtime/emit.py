@@ -190,10 +190,10 @@ async def emit_async(
         try:
             claim = _claim(loaded.root, id, name, run_id, where, data)
         except BaseException:
-            _give_up(lock, where)
+            release_unused(lock, where)
             raise
         if not claim.new:  # another emit claimed it in between
-            _give_up(lock, where)
+            release_unused(lock, where)
             return await _again(claim, name, tools, registry, progress, notify, decider) or EmitResult(
                 claim.run_id, name, "duplicate", transcript=Path(claim.transcript),
                 previous={"run_id": claim.run_id, "event": claim.event, "status": claim.status,
@@ -388,7 +388,7 @@ def _lookup(root: Path, key: str) -> Any:
         raise UsageError(f"--id {key}: {exc}") from None
 
 
-def _give_up(lock: "RunLock", where: Path) -> None:
+def release_unused(lock: "RunLock", where: Path) -> None:
     """Release a transcript lock taken for an emit that will not run, and its head file."""
     from chainlang.journal.lock import head_path
 

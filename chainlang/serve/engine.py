@@ -465,14 +465,9 @@ def _resolved(root: Path) -> str:
 
 def _discard(lock: Any, where: Path) -> None:
     """Give up a transcript lock taken for a run that will not happen (and its head file)."""
-    from chainlang.journal.lock import head_path
+    from chainlang.runtime.emit import release_unused
 
-    lock.release()
-    if not where.exists():
-        try:
-            head_path(where).unlink()
-        except OSError:
-            pass
+    release_unused(lock, where)
 
 
 def _header(project: "Project", run_id: str, emitted: dict[str, Any], tools: Sequence[str]) -> dict[str, Any]:
