@@ -16,7 +16,8 @@ copy of their version 2 definitions, as `_v1` has of `emits` and `event_log`.
 Version 1: `emits` and `event_log`. Version 2 adds `tasks` (hooks and schedules, their
 status, failures in a row and lease) and `task_runs` (one row per firing of a task).
 Version 3 adds `emits.data`: the event's payload, so that an emit whose process died
-before its transcript began can still be fired (by the next serve).
+before its transcript began can still be fired (by the next serve). Version 4 adds the
+threads, their events, the journal and the knowledge of §13, with FTS5 indexes on SQLite.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from sqlalchemy import (Column, Connection, ForeignKey, Index, Integer, MetaData
 
 from .base import StoreError
 
-__all__ = ["EMITS", "EVENT_LOG", "METADATA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "TASKS", "TASK_RUNS",
+__all__ = ["EMITS", "EVENT_LOG", "JOURNAL", "KNOWLEDGE", "METADATA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION",
+           "TASKS", "TASK_RUNS", "THREADS", "THREAD_EVENTS",
            "Migration", "NewerSchema", "append_event", "migrate", "now", "read_version"]
 
 METADATA = MetaData()
@@ -103,6 +105,63 @@ TASK_RUNS = Table(
 )
 
 
+# Version 4 (LANGUAGE.md §13): threads, what happened in them, the journal and the knowledge
+# organized from it. One row per thread; `version` grows with every change of the row.
+THREADS = Table(
+    "threads", METADATA,
+    Column("id", Text, primary_key=True),
+    Column("summary", Text, nullable=False, server_default=text("''")),
+    Column("status", Text, nullable=False),  # active | archived
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+)
+
+# Append-only: each step result of a run attached to a thread (and named values), in order.
+THREAD_EVENTS = Table(
+    "thread_events", METADATA,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("thread_id", Text, ForeignKey("threads.id"), nullable=False),
+    Column("at", Text, nullable=False),
+    Column("run_id", Text, nullable=True),
+    Column("step", Text, nullable=True),
+    Column("event", Text, nullable=False),  # the event whose result this is (or `value` for a named value)
+    Column("key", Text, nullable=True),  # a named value's name
+    Column("result", Text, nullable=False),  # JSON
+    Index("thread_events_by_thread", "thread_id", "event", "seq"),
+    sqlite_autoincrement=True,
+)
+
+# The journal (memory.append): an entry per call, with the keywords extracted from it.
+# `origin` is the step attempt's idempotency key: an entry is appended once, even on resume.
+JOURNAL = Table(
+    "journal", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("thread_id", Text, nullable=False),
+    Column("at", Text, nullable=False),  # the moment, UTC (sorts as text)
+    Column("day", Text, nullable=False),  # YYYY-MM-DD on the run's clock
+    Column("content", Text, nullable=False),
+    Column("keywords", Text, nullable=False),  # JSON list
+    Column("origin", Text, nullable=True, unique=True),
+    Index("journal_by_day", "day"),
+    sqlite_autoincrement=True,
+)
+
+# What memory.digest organized from the journal: people, projects, decisions, preferences.
+KNOWLEDGE = Table(
+    "knowledge", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", Text, nullable=False),  # people | project | decision | preference
+    Column("name", Text, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("keywords", Text, nullable=False),  # JSON list
+    Column("sources", Text, nullable=False),  # JSON list of journal ids
+    Column("updated_at", Text, nullable=False),
+    UniqueConstraint("kind", "name", name="knowledge_once"),
+    sqlite_autoincrement=True,
+)
+
+
 def now() -> str:
     """The stored form of a moment: ISO 8601 in UTC, to the microsecond (sorts as text)."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -159,10 +218,44 @@ def _v3(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE emits ADD COLUMN data TEXT"))
 
 
+def _v4(conn: Connection) -> None:
+    METADATA.create_all(conn, tables=[THREADS, THREAD_EVENTS, JOURNAL, KNOWLEDGE], checkfirst=False)
+    if conn.dialect.name == "sqlite":  # full-text search with BM25 ranking (FTS5), kept in step by triggers
+        for statement in _FTS:
+            conn.exec_driver_sql(statement)
+
+
+# The full-text indexes of the journal and the knowledge (SQLite FTS5, external content:
+# the text is stored once, in the table; the index follows it through triggers).
+_FTS = [
+    "CREATE VIRTUAL TABLE journal_fts USING fts5(content, keywords, content='journal', content_rowid='id', "
+    "tokenize='porter unicode61')",
+    "CREATE TRIGGER journal_fts_insert AFTER INSERT ON journal BEGIN "
+    "INSERT INTO journal_fts(rowid, content, keywords) VALUES (new.id, new.content, new.keywords); END",
+    "CREATE TRIGGER journal_fts_delete AFTER DELETE ON journal BEGIN "
+    "INSERT INTO journal_fts(journal_fts, rowid, content, keywords) VALUES ('delete', old.id, old.content, "
+    "old.keywords); END",
+    "CREATE VIRTUAL TABLE knowledge_fts USING fts5(name, content, keywords, content='knowledge', "
+    "content_rowid='id', tokenize='porter unicode61')",
+    "CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN "
+    "INSERT INTO knowledge_fts(rowid, name, content, keywords) VALUES (new.id, new.name, new.content, "
+    "new.keywords); END",
+    "CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN "
+    "INSERT INTO knowledge_fts(knowledge_fts, rowid, name, content, keywords) VALUES ('delete', old.id, "
+    "old.name, old.content, old.keywords); END",
+    "CREATE TRIGGER knowledge_fts_update AFTER UPDATE ON knowledge BEGIN "
+    "INSERT INTO knowledge_fts(knowledge_fts, rowid, name, content, keywords) VALUES ('delete', old.id, "
+    "old.name, old.content, old.keywords); "
+    "INSERT INTO knowledge_fts(rowid, name, content, keywords) VALUES (new.id, new.name, new.content, "
+    "new.keywords); END",
+]
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "emits (the ids of `chainlang emit --id`) and the append-only event log", _v1),
     Migration(2, "tasks (hooks and schedules, with their leases) and task_runs (their firings)", _v2),
     Migration(3, "emits.data (an emit's payload, to fire it after a crash before its transcript began)", _v3),
+    Migration(4, "threads, thread_events, journal and knowledge (with their full-text indexes)", _v4),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
