@@ -35,7 +35,9 @@ from .base import EmitClaim, StoreError, check_key
 from .base import check_text as _check_text
 from .schema import EMITS, EVENT_LOG, SCHEMA_VERSION, NewerSchema, migrate, now, read_version
 from .schema import append_event as _append
+from .memory import MemoryMethods
 from .tasks import TaskMethods
+from .threads import ThreadMethods
 
 __all__ = ["DEFAULT_PATH", "Store", "open_store", "sqlite_path"]
 
@@ -87,7 +89,7 @@ def sqlite_path(root: Path, url: str) -> Path:
     return path if path.is_absolute() else root / path
 
 
-class Store(TaskMethods):
+class Store(TaskMethods, ThreadMethods, MemoryMethods):
     """One project's store. Every method runs in one transaction and raises only StoreError.
 
     The methods on tasks, their leases and runs come from `TaskMethods` (`tasks.py`).
