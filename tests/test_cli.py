@@ -665,7 +665,7 @@ def test_stdlib_declares_the_contract_events() -> None:
         assert name in names
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule"}  # grows as the stdlib is implemented
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest"}  # grows as the stdlib is implemented
 EXTERNAL = {"task.due"}  # standard events chainlang fires itself (serve), never called by a step
 
 

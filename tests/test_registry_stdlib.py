@@ -87,7 +87,7 @@ def test_declarations_are_complete(name: str) -> None:
     assert spec.params_schema.get("additionalProperties") is False
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule"}  # grows as the stdlib is implemented
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest"}  # grows as the stdlib is implemented
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - IMPLEMENTED))

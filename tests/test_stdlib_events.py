@@ -89,8 +89,10 @@ def test_the_registry_resolves_the_implementation(name: str) -> None:
 def test_exactly_these_are_implemented() -> None:
     # chain.run is run by the interpreter itself (tests/test_run.py)
     # and the task events that use the project's store (tests/test_tasks_register.py)
+    # and the thread events (tests/test_threads.py) and the memory events (tests/test_memory.py)
     assert {name for name, spec in SPECS.items() if spec.implemented} == set(IMPLEMENTED) | {
-        "chain.run", "task.register", "task.list", "task.cancel", "task.schedule"}
+        "chain.run", "task.register", "task.list", "task.cancel", "task.schedule",
+        "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest"}
 
 
 # -- tools.now -----------------------------------------------------------------------------

@@ -1,0 +1,273 @@
+"""The `thread` standard events backed by the project's store (LANGUAGE.md §13), in their
+embedded tier: lexical, deterministic, no model.
+
+`thread.match {message, thread_id?}` compares the message with each active thread's text
+(its summary and the text of its last `RECENT` events, `thread.*` results left out).
+Words are compared as stems (`stems`: lower case, stop words and the words of any request
+(`GENERIC`: check, show, remind ...) left out, common endings cut); each thread is scored
+with BM25 (`lexical.bm25_scores`, the threads as the documents). A thread *matches* when
+it shares a word with the message (its score is > 0); it matches *strongly* when it
+shares `STRONG_WORDS` (2) words or at least half the message's words (`STRONG_SHARE`).
+
+- With a current `thread_id` (an unknown or archived one fails the step, naming the known
+  threads):
+  - another thread scores at least `SWITCH_RATIO` (1.5) times the current one and matches
+    strongly, or the current one does not match and another does: `suggest_switch` to the
+    best of them (the reason names the words in common);
+  - else the current one matches, or the message has no words of its own ("ok, do it") or
+    refers back ("this", "that", "it" ... `FOLLOW_UP`): `continue`;
+  - else `suggest_new` (the reason says what the current thread is about).
+- Without one: the best thread that matches strongly gets `suggest_switch`; none does: a
+  new thread is created, its id derived from the step attempt's idempotency key
+  (`thread-` and 12 hex digits), so a resumed step finds the thread it created: `new`.
+
+The message is recorded (masked, `lexical.mask_secrets`) as a `user.input` event
+(`{text}`) of the thread it continues or creates, once per step (a resumed step does not
+record it twice). A suggestion records nothing: the user decides.
+
+`thread.summarize {thread_id}` summarizes the thread's events extractively
+(`lexical.summarize`, `SUMMARY_SENTENCES` sentences), stores the summary (masked) with the
+run's clock as `updated_at`, and returns `{thread_id, summary, updated_at}`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chainlang.stdlib.lexical import STOPWORDS, bm25_scores, keywords, mask_secrets, summarize as summarize_texts
+from chainlang.stdlib.lexical import tokens
+
+if TYPE_CHECKING:
+    from chainlang.runtime.context import RunContext
+    from chainlang.store import Store
+    from chainlang.store.threads import ThreadEvent, ThreadRecord
+
+__all__ = ["FOLLOW_UP", "GENERIC", "RECENT", "STRONG_SHARE", "STRONG_WORDS", "SWITCH_RATIO", "match", "stem",
+           "stems", "summarize", "thread_text"]
+
+RECENT = 20  # the events of a thread that are compared with a message (its last ones)
+SWITCH_RATIO = 1.5  # another thread must score this many times the current one to be suggested
+STRONG_WORDS = 2  # a thread that shares this many words with the message matches strongly ...
+STRONG_SHARE = 0.5  # ... or one that shares this share of the message's words
+SUMMARY_SENTENCES = 3
+MESSAGE_EVENT = "user.input"
+
+# Words of any request, which say nothing about its topic.
+GENERIC = frozenset("""
+actually add again ask back check could create does done find first give help later look maybe mind never
+next note now okay remind see send set show start still sure tell wait well would let please thanks right
+""".split())
+# Words of a message that refers back to what was said before.
+FOLLOW_UP = frozenset("this that it these those them there same".split())
+
+_ENDINGS = (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
+
+
+def stem(word: str) -> str:
+    """A word cut to its stem, crudely: `replied`, `replies` -> `repli`; `emails` -> `email`."""
+    word = word.lower().replace("’", "'")
+    if word.endswith("'s"):
+        word = word[:-2]
+    for _ in range(2):
+        for ending, instead in _ENDINGS:
+            if word.endswith(ending) and len(word) - len(ending) >= 3 and not word.endswith("ss"):
+                word = word[: -len(ending)] + instead
+                break
+        else:
+            break
+    if word.endswith("y") and len(word) > 3:
+        word = word[:-1] + "i"
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word
+
+
+def stems(text: str) -> dict[str, str]:
+    """The topic words of `text` as {stem: the first word that gave it}, in order."""
+    found: dict[str, str] = {}
+    for word in tokens(text):
+        if word in STOPWORDS or word in GENERIC or len(word) < 3 or word.isdigit():
+            continue
+        found.setdefault(stem(word), word)
+    return found
+
+
+def thread_text(thread: "ThreadRecord", events: list["ThreadEvent"]) -> str:
+    """What a thread is about, as text: its summary and the texts of its events' results."""
+    parts = [thread.summary] if thread.summary else []
+    for item in events:
+        if item.event.startswith("thread."):
+            continue
+        parts.extend(_texts(item.result))
+    return "\n".join(parts)
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    return []
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    thread: "ThreadRecord"
+    score: float
+    common: list[str]  # the message's words the thread has too
+    strong: bool
+
+
+def match(ctx: "RunContext", message: str, thread_id: str | None = None) -> dict[str, Any]:
+    """Which thread the message belongs to (see the module's docstring)."""
+    from chainlang.store import StoreError
+
+    text = mask_secrets(message)
+    new_id = "thread-" + hashlib.sha256(ctx.idempotency_key.encode("utf-8")).hexdigest()[:12]
+    with _store(_project(ctx)) as store:
+        try:
+            created = _created_here(store, new_id, ctx)
+            if created:  # this very step created it before an interruption
+                return {"action": "new", "thread_id": new_id}
+            threads = store.list_threads()
+            current = _current(threads, thread_id) if thread_id is not None else None
+            candidates = _rank(store, [t for t in threads if t.status == "active"], message)
+            decision = _decide(candidates, current, message)
+            if decision["action"] == "new":
+                if store.get_thread(new_id) is not None:
+                    raise ValueError(f"the thread id {new_id!r} derived from this step is taken by "
+                                     "another thread; run the chain again")
+                store.create_thread(new_id, at=ctx.now())
+                decision["thread_id"] = new_id
+            if decision["action"] in ("new", "continue"):
+                store.add_event(decision["thread_id"], MESSAGE_EVENT, {"text": text}, ctx.run_id, ctx.step,
+                                at=ctx.now())
+        except StoreError as exc:
+            raise ValueError(f"{exc}") from None
+    return decision
+
+
+def _created_here(store: "Store", thread_id: str, ctx: "RunContext") -> bool:
+    if store.get_thread(thread_id) is None:
+        return False
+    first = store.thread_events(thread_id, limit=None)[:1]
+    return bool(first) and first[0].run_id == ctx.run_id and first[0].step == ctx.step
+
+
+def _current(threads: list["ThreadRecord"], thread_id: str) -> "ThreadRecord":
+    for thread in threads:
+        if thread.id == thread_id:
+            if thread.status != "active":
+                raise ValueError(f"the thread {thread_id!r} is {thread.status}; continue an active "
+                                 "thread, or leave thread_id out to start a new one")
+            return thread
+    raise ValueError(f"{_unknown(thread_id, threads)}")
+
+
+def _unknown(thread_id: str, threads: list["ThreadRecord"]) -> str:
+    active = [t.id for t in threads if t.status == "active"]
+    message = f"no thread {thread_id!r} in the project's store"
+    close = difflib.get_close_matches(thread_id, [t.id for t in threads], n=1, cutoff=0.6)
+    if close:
+        message += f" (did you mean {close[0]!r}?)"
+    if active:
+        shown = ", ".join(active[:10]) + (f" and {len(active) - 10} more" if len(active) > 10 else "")
+        message += f"; the active threads are: {shown}"
+    else:
+        message += "; there are no active threads: leave thread_id out to start one"
+    return message
+
+
+def _rank(store: "Store", threads: list["ThreadRecord"], message: str) -> list[_Candidate]:
+    """The active threads scored against the message, the best first (ties: the most recent)."""
+    wanted = stems(message)
+    if not threads or not wanted:
+        return [_Candidate(t, 0.0, [], False) for t in threads]
+    texts = [stems(thread_text(t, store.thread_events(t.id, limit=RECENT))) for t in threads]
+    scores = bm25_scores(" ".join(wanted), [" ".join(t) for t in texts])
+    found = []
+    for thread, words, score in zip(threads, texts, scores):
+        common = [wanted[s] for s in wanted if s in words]
+        strong = len(common) >= STRONG_WORDS or len(common) >= STRONG_SHARE * len(wanted)
+        if common and score <= 0:  # a stem BM25 reads as a stop word: still a word in common
+            score = 0.001 * len(common)
+        found.append(_Candidate(thread, score if common else 0.0, common, bool(common) and strong))
+    order = {t.id: i for i, t in enumerate(threads)}  # list_threads: the most recently updated first
+    return sorted(found, key=lambda c: (-c.score, order[c.thread.id]))
+
+
+def _decide(candidates: list[_Candidate], current: "ThreadRecord | None", message: str) -> dict[str, Any]:
+    others = [c for c in candidates if current is None or c.thread.id != current.id]
+    if current is None:
+        best = next((c for c in others if c.strong), None)
+        if best is not None:
+            return {"action": "suggest_switch", "thread_id": best.thread.id, "reason": _why(best)}
+        return {"action": "new"}
+    mine = next((c for c in candidates if c.thread.id == current.id), _Candidate(current, 0.0, [], False))
+    best = next((c for c in others if c.score > 0), None)
+    if best is not None and (mine.score == 0 or (best.strong and best.score >= SWITCH_RATIO * mine.score)):
+        return {"action": "suggest_switch", "thread_id": best.thread.id, "reason": _why(best, mine)}
+    if mine.score > 0 or not stems(message) or FOLLOW_UP & set(tokens(message)):
+        return {"action": "continue", "thread_id": current.id}
+    about = _about(current)
+    return {"action": "suggest_new",
+            "reason": f"the message has no words in common with the current thread {current.id!r}{about} "
+                      "nor with any other thread"}
+
+
+def _why(best: _Candidate, mine: _Candidate | None = None) -> str:
+    words = ", ".join(repr(w) for w in best.common[:6])
+    reason = f"the thread {best.thread.id!r}{_about(best.thread)} shares the words {words} with the message"
+    if mine is not None:
+        if mine.common:
+            reason += f"; the current thread {mine.thread.id!r} shares fewer: {', '.join(map(repr, mine.common[:6]))}"
+        else:
+            reason += f"; the current thread {mine.thread.id!r} shares none"
+    return reason
+
+
+def _about(thread: "ThreadRecord") -> str:
+    if not thread.summary:
+        return ""
+    words = keywords(thread.summary, limit=4)
+    return f" (about {', '.join(words)})" if words else ""
+
+
+def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
+    """Summarize a thread's events extractively and store the summary."""
+    from chainlang.store import StoreError
+
+    moment = ctx.now()
+    with _store(_project(ctx)) as store:
+        try:
+            thread = store.get_thread(thread_id)
+            if thread is None:
+                raise ValueError(f"{_unknown(thread_id, store.list_threads())}")
+            texts = [t for e in store.thread_events(thread_id) if not e.event.startswith("thread.")
+                     for t in _texts(e.result)]
+            summary = mask_secrets(summarize_texts(texts, sentences=SUMMARY_SENTENCES)) if texts else thread.summary
+            stored = store.set_summary(thread_id, summary, at=moment)
+        except StoreError as exc:
+            raise ValueError(f"{exc}") from None
+    return {"thread_id": thread_id, "summary": stored.summary, "updated_at": moment.isoformat()}
+
+
+def _project(ctx: "RunContext") -> Any:
+    if ctx.project is None:
+        raise ValueError("the thread events need the project's store: run them with chainlang run or chainlang emit")
+    return ctx.project
+
+
+def _store(root: Any) -> "Store":
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store
+
+    try:
+        return project_store(root)
+    except StoreError as exc:
+        raise ValueError(f"the project's store cannot be opened: {exc}") from None
