@@ -728,7 +728,7 @@ def test_describe_text() -> None:
     out = proc.stdout
     assert out.startswith("tools.now\n=========\n")
     assert "status:     implemented" in out
-    assert "status:     not implemented yet" in cli("describe", "memory.search").stdout
+    assert "status:     not implemented yet" in cli("describe", "agent.think").stdout
     params = out.split("\nparams:\n", 1)[1].split("\n\n", 1)[0]
     assert params == "  (none)"
     result = out.split("\nresult:\n", 1)[1].split("\n\n", 1)[0]

@@ -12,7 +12,8 @@ import re
 from collections import Counter
 from typing import Iterable, Sequence
 
-__all__ = ["STOPWORDS", "bm25_scores", "keywords", "mask_secrets", "names", "summarize", "tokens"]
+__all__ = ["STOPWORDS", "bm25_scores", "entities", "keywords", "mask_secrets", "mentions", "name_phrases", "names",
+           "summarize", "tokens"]
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -52,6 +53,87 @@ def names(text: str) -> list[str]:
             if word[:1].isupper() and word.lower() not in STOPWORDS and word not in found:
                 found.append(word)
     return found
+
+
+# Capitalised words that name no person or project: days, months, greetings.
+CALENDAR = frozenset("""
+monday tuesday wednesday thursday friday saturday sunday january february march april may june july august
+september october november december mon tue wed thu fri sat sun jan feb mar apr jun jul aug sep sept oct nov dec
+""".split())
+# The last word of a name that makes it a project (or an organisation), not a person.
+PROJECT_WORDS = frozenset("""
+project projects launch release plan planning review report roadmap program programme initiative campaign product
+products app platform api service system team group corp corporation inc ltd llc gmbh co company budget strategy
+analysis meeting sprint milestone migration redesign website site
+""".split())
+
+
+def name_phrases(text: str, known: Iterable[str] = ()) -> list[tuple[str, str | None]]:
+    """The runs of capitalised words of `text` (a run may hold digits: "Q2 Launch"), each
+    with the word before it (lower-cased; None at the start of a sentence). The first word
+    of a sentence is left out (its capital says nothing) unless it is one of the `known`
+    names; so are stop words and the days and months."""
+    known = frozenset(known)
+    found: list[tuple[str, str | None]] = []
+    for sentence in _SENTENCE.split(text):
+        words = _WORD.findall(sentence)
+        run: list[str] = []
+        before: str | None = None
+        for i, word in enumerate(words + [""]):
+            first = i == 0 and word in known
+            capital = bool(word) and (i > 0 or first) and (word[:1].isupper() or (word[:1].isdigit() and bool(run))) \
+                and word.lower() not in STOPWORDS and word.lower() not in CALENDAR
+            if capital:
+                if not run:
+                    before = words[i - 1].lower() if i else None
+                run.append(word)
+                continue
+            if run:
+                found.append((" ".join(run), before))
+                run = []
+    return found
+
+
+def entities(texts: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The people and the projects that `texts` name, each in order of first mention.
+
+    A name of several words is a project when one of them holds a digit or is an acronym
+    ("Q2 Launch", "CRM Migration"), when its last word says so ("Acme Corp", "Pricing
+    Review"; see PROJECT_WORDS), or when "the" comes before it; else (two or three plain
+    words: "Sarah Chen") a person. A single word is a person unless it is an acronym, holds
+    a digit, comes after "the", or comes before a project word ("the Apollo project").
+    Heuristics for the model-free tier: a model tier does better.
+    """
+    people: list[str] = []
+    projects: list[str] = []
+    texts = list(texts)
+    known = {p.split()[0] for text in texts for p, _ in name_phrases(text)}
+    for text in texts:
+        for sentence in _SENTENCE.split(text):
+            words = _WORD.findall(sentence)
+            for phrase, before in name_phrases(sentence, known):
+                parts = phrase.split()
+                after = _word_after(words, parts)
+                odd = any(any(c.isdigit() for c in p) or (len(p) > 1 and p.isupper()) for p in parts)
+                project = odd or before == "the" or parts[-1].lower() in PROJECT_WORDS or (
+                    after is not None and after.lower() in PROJECT_WORDS) or len(parts) > 3
+                target = projects if project else people
+                if phrase not in target:
+                    target.append(phrase)
+    return people, [p for p in projects if p not in people]
+
+
+def _word_after(words: list[str], parts: list[str]) -> str | None:
+    for i in range(len(words) - len(parts) + 1):
+        if words[i:i + len(parts)] == parts:
+            return words[i + len(parts)] if i + len(parts) < len(words) else None
+    return None
+
+
+def mentions(texts: Iterable[str], name: str) -> list[str]:
+    """The sentences of `texts` that mention `name` (as whole words, any case)."""
+    pattern = re.compile(r"(?<![^\W_])" + re.escape(name) + r"(?![^\W_])", re.IGNORECASE)
+    return [s.strip() for text in texts for s in _SENTENCE.split(text) if s.strip() and pattern.search(s)]
 
 
 def bm25_scores(query: str, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> list[float]:
