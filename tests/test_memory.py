@@ -200,9 +200,8 @@ def test_a_step_run_again_after_a_crash_appends_once(project: Path) -> None:
                   outputs='id: "{memory.append.id}"\n', ok=False)
     assert crashed.returncode == -9, crashed.stderr
     (transcript,) = (project / ".chainlang" / "runs").glob("*.jsonl")
-    blocked = cli(project, "resume", str(transcript), "--json")  # memory.yaml declares it not idempotent
-    assert blocked.returncode != 0 and "--rerun 1" in blocked.stderr
-    resumed = cli(project, "resume", str(transcript), "--rerun", "1", "--json")  # same attempt, same key
+    # memory.yaml declares it idempotent (its entry is keyed by the attempt): resume runs it again
+    resumed = cli(project, "resume", str(transcript), "--json")  # same attempt, same key
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == {"id": 1}
     assert [r.content for r in journal(project)] == ["Remember the milk"]
