@@ -207,10 +207,10 @@ async def emit_async(
     try:
         result = await fire(loaded, run_id, where, header, pinned, None, progress, notify, decider, key, lock,
                             run_secrets(loaded.config))
+        if id is not None:  # before the lock goes: a claim 'started' with a free lock is one whose process died
+            _finish(loaded.root, id, result.status)
     finally:
         lock.release()
-    if id is not None:
-        _finish(loaded.root, id, result.status)
     return result
 
 

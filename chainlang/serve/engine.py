@@ -260,18 +260,20 @@ class Engine:
         try:
             result = await fire(project, run_id, where, header, None, None, started, log.info, self.decider,
                                 self._key(), lock, self._redactor(project))
+            self.metrics.emitted(name, result, time.perf_counter() - began)
+            if result.status != "interrupted":  # else left started: the next serve resumes it
+                try:
+                    assert self.ledger is not None
+                    await self.ledger.finish(claim_key, result.status)
+                except Exception as exc:
+                    log.error("the emit %s ended %s but the store could not record it: %s", claim_key,
+                              result.status, exc)
         finally:
+            # the lock goes only once the store knows the end: a claim still 'started' whose lock
+            # is free is then always one whose process died (or was cut), never one just ending
             self.metrics.active.dec()
             lock.release()
             self._began.pop(run_id, None)
-        self.metrics.emitted(name, result, time.perf_counter() - began)
-        if result.status != "interrupted":  # else left started: the next serve resumes it
-            try:
-                assert self.ledger is not None
-                await self.ledger.finish(claim_key, result.status)
-            except Exception as exc:
-                log.error("the emit %s ended %s but the store could not record it: %s", claim_key, result.status,
-                          exc)
         return result
 
     def _orphan(self, claim: Any) -> Any:
