@@ -28,6 +28,8 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from chainlang.stdlib.projectstore import open_store, project_of
+
 from . import lexical
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ def append(ctx: "RunContext", thread_id: str, content: str) -> dict[str, Any]:
     words = lexical.keywords(masked)
     moment = ctx.now()
     day = moment.date().isoformat()
-    with _store(_project(ctx)) as store:
+    with open_store(project_of(ctx, "memory")) as store:
         try:
             entry = store.append_journal(thread_id, masked, words, at=moment, day=day, origin=ctx.idempotency_key)
         except StoreError as exc:
@@ -67,7 +69,7 @@ def search(ctx: "RunContext", query: str | None = None, scope: str = "recent", t
     words = _words(query)
     today = ctx.now().date()
     days = _days(date, ctx) if date is not None else None
-    root = _project(ctx)
+    root = project_of(ctx, "memory")
     try:
         if not store_exists(root):
             return {"matches": []}
@@ -76,7 +78,7 @@ def search(ctx: "RunContext", query: str | None = None, scope: str = "recent", t
     start = days[0] if days else (today - timedelta(days=RECENT_DAYS - 1) if scope == "recent" else None)
     end = days[1] if days else None
     found: list[tuple[float, str, dict[str, Any]]] = []  # (score or moment order, sort key, match)
-    with _store(root) as store:
+    with open_store(root) as store:
         try:
             if type in ("journal", "any"):
                 for entry in store.search_journal(words, start_day=None if start is None else start.isoformat(),
@@ -108,7 +110,7 @@ def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
     start = end if period == "daily" else end - timedelta(days=6)
     result: dict[str, Any] = {"period": period, "start": start.isoformat(), "end": end.isoformat(), "entries": 0,
                               "people": [], "projects": []}
-    with _store(_project(ctx)) as store:
+    with open_store(project_of(ctx, "memory")) as store:
         try:
             entries = store.journal(start_day=start.isoformat(), end_day=end.isoformat())
             result["entries"] = len(entries)
@@ -226,22 +228,3 @@ def _knowledge_match(item: "KnowledgeItem", ctx: "RunContext") -> dict[str, Any]
     if item.score is not None:
         match["score"] = item.score
     return match
-
-
-# -- the project's store -------------------------------------------------------------------
-
-
-def _project(ctx: "RunContext") -> Any:
-    if ctx.project is None:
-        raise ValueError("the memory events need the project's store: run them with chainlang run or chainlang emit")
-    return ctx.project
-
-
-def _store(root: Any) -> "Store":
-    from chainlang.store import StoreError
-    from chainlang.tasks.stored import project_store
-
-    try:
-        return project_store(root)
-    except StoreError as exc:
-        raise ValueError(f"the project's store cannot be opened: {exc}") from None

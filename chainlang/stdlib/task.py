@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from chainlang.stdlib.projectstore import open_store, project_of
+
 if TYPE_CHECKING:
     from chainlang.runtime.context import RunContext
     from chainlang.store import Store, TaskRecord
@@ -30,13 +32,13 @@ def register(ctx: "RunContext", trigger: str, action: list[Any], condition: str 
              max_depth: int | None = None, id: str | None = None, mode: str | None = None,
              description: str | None = None) -> dict[str, Any]:
     """Store a hook of the project; returns `{"task_id": ...}`."""
-    root, task_id, origin = _project(ctx), _task_id(ctx, id), f"{ctx.run_id}/{ctx.step}"
+    root, task_id, origin = project_of(ctx, "task"), _task_id(ctx, id), f"{ctx.run_id}/{ctx.step}"
     definition: dict[str, Any] = {"id": task_id, "trigger": trigger, "action": action}
     optional = {"condition": condition, "max_depth": max_depth, "mode": mode, "description": description}
     definition.update({k: v for k, v in optional.items() if v is not None})
     if priority:
         definition["priority"] = priority
-    with _store(root) as store:
+    with open_store(root) as store:
         if _stored_before(store, task_id, origin) is not None:
             return {"task_id": task_id}  # this very step stored it before an interruption
         _check(root, ctx, task_id, definition)
@@ -54,7 +56,7 @@ def schedule(ctx: "RunContext", type: str, action: list[Any], at: str | None = N
     """
     from chainlang.tasks.when import ScheduleError, parse_schedule
 
-    root, task_id, origin = _project(ctx), _task_id(ctx, id), f"{ctx.run_id}/{ctx.step}"
+    root, task_id, origin = project_of(ctx, "task"), _task_id(ctx, id), f"{ctx.run_id}/{ctx.step}"
     given = {k: v for k, v in {"type": type, "at": at, "interval": interval, "cron": cron}.items() if v is not None}
     try:
         timing = parse_schedule(given, ctx.now())
@@ -64,7 +66,7 @@ def schedule(ctx: "RunContext", type: str, action: list[Any], at: str | None = N
                                   "captured": dict(ctx.captured), "timing": timing.to_json()}
     if description is not None:
         definition["description"] = description
-    with _store(root) as store:
+    with open_store(root) as store:
         found = _stored_before(store, task_id, origin)
         if found is not None:
             return {"task_id": task_id, "next_run": str((found.definition.get("timing") or {}).get("first"))}
@@ -83,13 +85,13 @@ def list_tasks(ctx: "RunContext", filter: dict[str, Any] | None = None, status: 
     from chainlang.store import StoreError
     from chainlang.tasks.stored import store_exists
 
-    root = _project(ctx)
+    root = project_of(ctx, "task")
     try:
         if not store_exists(root):
             return {"tasks": []}
     except StoreError as exc:
         raise ValueError(f"the project's store cannot be opened: {exc}") from None
-    with _store(root) as store:
+    with open_store(root) as store:
         tasks = [_on_clock(describe(task), ctx) for task in store.list_tasks(status=status)]
     wanted = dict(filter or {})
     return {"tasks": [t for t in tasks if all(_matches(t, k, v) for k, v in wanted.items())]}
@@ -122,7 +124,7 @@ def cancel(ctx: "RunContext", task_id: str) -> dict[str, Any]:
     """Archive a stored task: a hook stops firing, a schedule stops running."""
     from chainlang.store import StoreError
 
-    with _store(_project(ctx)) as store:
+    with open_store(project_of(ctx, "task")) as store:
         try:
             task = store.cancel_task(task_id)
         except StoreError as exc:
@@ -199,19 +201,3 @@ def _add(store: "Store", kind: str, definition: dict[str, Any], task_id: str, or
         store.add_task(kind, definition, id=task_id, origin=origin, **extra)
     except StoreError as exc:
         raise ValueError(str(exc)) from None
-
-
-def _project(ctx: "RunContext") -> Any:
-    if ctx.project is None:
-        raise ValueError("the task events need the project's store: run them with chainlang run or chainlang emit")
-    return ctx.project
-
-
-def _store(root: Any) -> "Store":
-    from chainlang.store import StoreError
-    from chainlang.tasks.stored import project_store
-
-    try:
-        return project_store(root)
-    except StoreError as exc:
-        raise ValueError(f"the project's store cannot be opened: {exc}") from None

@@ -37,6 +37,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chainlang.stdlib.projectstore import open_store, project_of
+
 from chainlang.stdlib.lexical import STOPWORDS, bm25_scores, keywords, mask_secrets, summarize as summarize_texts
 from chainlang.stdlib.lexical import tokens
 
@@ -129,7 +131,7 @@ def match(ctx: "RunContext", message: str, thread_id: str | None = None) -> dict
 
     text = mask_secrets(message)
     new_id = "thread-" + hashlib.sha256(ctx.idempotency_key.encode("utf-8")).hexdigest()[:12]
-    with _store(_project(ctx)) as store:
+    with open_store(project_of(ctx, "thread")) as store:
         try:
             created = _created_here(store, new_id, ctx)
             if created:  # this very step created it before an interruption
@@ -243,7 +245,7 @@ def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
     from chainlang.store import StoreError
 
     moment = ctx.now()
-    with _store(_project(ctx)) as store:
+    with open_store(project_of(ctx, "thread")) as store:
         try:
             thread = store.get_thread(thread_id)
             if thread is None:
@@ -255,19 +257,3 @@ def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
         except StoreError as exc:
             raise ValueError(f"{exc}") from None
     return {"thread_id": thread_id, "summary": stored.summary, "updated_at": moment.isoformat()}
-
-
-def _project(ctx: "RunContext") -> Any:
-    if ctx.project is None:
-        raise ValueError("the thread events need the project's store: run them with chainlang run or chainlang emit")
-    return ctx.project
-
-
-def _store(root: Any) -> "Store":
-    from chainlang.store import StoreError
-    from chainlang.tasks.stored import project_store
-
-    try:
-        return project_store(root)
-    except StoreError as exc:
-        raise ValueError(f"the project's store cannot be opened: {exc}") from None

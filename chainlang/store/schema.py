@@ -35,7 +35,7 @@ from .base import StoreError
 
 __all__ = ["EMITS", "EVENT_LOG", "JOURNAL", "KNOWLEDGE", "METADATA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION",
            "TASKS", "TASK_RUNS", "THREADS", "THREAD_EVENTS",
-           "Migration", "NewerSchema", "append_event", "migrate", "now", "read_version"]
+           "Migration", "NewerSchema", "append_event", "migrate", "now", "read_version", "to_json", "versioned_update"]
 
 METADATA = MetaData()
 
@@ -173,12 +173,29 @@ class Migration(NamedTuple):
     apply: Callable[[Connection], None]
 
 
+def to_json(value: object, what: str) -> str:
+    """The stored form of a JSON value: sorted keys, ASCII (a lone surrogate, valid in JSON,
+    cannot be UTF-8 text in the database), no NaN; StoreError naming `what` otherwise."""
+    try:
+        return json.dumps(value, ensure_ascii=True, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"{what} must be JSON ({e})") from None
+
+
+def versioned_update(conn: Connection, table: Table, row: Any, what: str, path: Any, **values: Any) -> int:
+    """Update a row (of `tasks` or `threads`) read in this transaction, only if no one changed
+    it since (its `version`); the new version. `what` names the row in the error."""
+    version = int(row.version) + 1
+    done = conn.execute(table.update().where(table.c.id == row.id, table.c.version == row.version)
+                        .values(version=version, **values))
+    if done.rowcount != 1:
+        raise StoreError(f"the {what} {row.id!r} in {path} was changed by another process meanwhile; try again")
+    return version
+
+
 def append_event(conn: Connection, at: str, kind: str, subject: str, data: dict[str, Any]) -> None:
     """Append one event to the log, in the caller's transaction."""
-    try:
-        encoded = json.dumps(data, ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise StoreError(f"the data of a {kind!r} event must be JSON ({e})") from None
+    encoded = to_json(data, f"the data of a {kind!r} event")
     conn.execute(insert(EVENT_LOG).values(at=at, kind=kind, subject=subject, data=encoded))
 
 

@@ -33,7 +33,7 @@ from sqlalchemy.engine import URL, make_url
 
 from .base import EmitClaim, StoreError, check_key
 from .base import check_text as _check_text
-from .schema import EMITS, EVENT_LOG, SCHEMA_VERSION, NewerSchema, migrate, now, read_version
+from .schema import EMITS, EVENT_LOG, SCHEMA_VERSION, NewerSchema, migrate, now, read_version, to_json
 from .schema import append_event as _append
 from .memory import MemoryMethods
 from .tasks import TaskMethods
@@ -127,7 +127,7 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         `data` (the payload, JSON) is kept so that the emit can be fired after a crash."""
         check_key(key)
         _check_text(event=event, run_id=run_id, transcript=transcript)
-        encoded = None if data is None else _encode(data)
+        encoded = None if data is None else to_json(data, "an emit's data")
         with self._write(f"claiming the emit id {key!r}") as conn:
             row = conn.execute(select(EMITS).where(EMITS.c.key == key)).first()
             if row is not None:
@@ -161,7 +161,7 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         for key, name, run_id, transcript, data in claims:
             check_key(key)
             _check_text(event=name, run_id=run_id, transcript=transcript)
-            encoded.append(None if data is None else _encode(data))
+            encoded.append(None if data is None else to_json(data, "an emit's data"))
         for key, status in finishes:
             check_key(key)
             _check_text(status=status)
@@ -355,13 +355,6 @@ def _use_wal(cursor: sqlite3.Cursor, timeout: float) -> None:
             if "locked" not in str(e) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.005)
-
-
-def _encode(data: Any) -> str:
-    try:  # ASCII: a payload may hold lone surrogates (valid JSON), which SQLite's UTF-8 text cannot
-        return json.dumps(data, ensure_ascii=True, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise StoreError(f"an emit's data must be JSON ({e})") from None
 
 
 def _claim(row: Row[Any], new: bool) -> EmitClaim:

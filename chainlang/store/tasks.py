@@ -39,7 +39,7 @@ from sqlalchemy import Connection, Row, insert, or_, select, update
 
 from .base import SUCCEEDED, TASK_KINDS, TASK_STATUSES, Lease, StoreError, TaskRecord, TaskRun, check_key
 from .base import check_text, stamp
-from .schema import TASK_RUNS, TASKS, append_event, now
+from .schema import TASK_RUNS, TASKS, append_event, now, to_json, versioned_update
 
 __all__ = ["TaskMethods"]
 
@@ -70,7 +70,7 @@ class TaskMethods:
         if not isinstance(definition, Mapping):
             raise StoreError(f"a task's definition must be a mapping (the hook or schedule), not "
                              f"{type(definition).__name__}")
-        text = _json(dict(definition), "the definition of a task")
+        text = to_json(dict(definition), "the definition of a task")
         due = None if next_run is None else stamp(next_run, "next_run")
         if origin is not None:
             check_text(origin=origin)
@@ -249,7 +249,7 @@ class TaskMethods:
         due, at = stamp(due_at, "due_at"), stamp(now, "now")
         nxt = None if next_run is None else stamp(next_run, "next_run")
         _check_count("max_failures", max_failures, least=1)
-        error_text = None if error is None else _json(error, "a run's error")
+        error_text = None if error is None else to_json(error, "a run's error")
         with self._write(f"finishing a run of the task {task_id!r}") as conn:
             row = _get(conn, task_id, self.path)
             if row.lease_owner != owner:
@@ -350,14 +350,9 @@ def _get(conn: Connection, id: str, path: Path) -> Row[Any]:
     return row
 
 
-def _change(conn: Connection, row: Row[Any], path: Path, **values: Any) -> int:
+def _change(conn: Connection, row: Row[Any], path: Any, **values: Any) -> int:
     """Update a task read in this transaction, only if no one changed it since; its new version."""
-    version = int(row.version) + 1
-    done = conn.execute(update(TASKS).where(TASKS.c.id == row.id, TASKS.c.version == row.version)
-                        .values(version=version, **values))
-    if done.rowcount != 1:
-        raise StoreError(f"the task {row.id!r} in {path} was changed by another process meanwhile; try again")
-    return version
+    return versioned_update(conn, TASKS, row, "task", path, **values)
 
 
 def _unleased(at: str) -> Any:
@@ -382,13 +377,6 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 def _check_count(name: str, value: object, least: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise StoreError(f"{name} takes a whole number >= {least}, not {value!r}")
-
-
-def _json(value: object, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise StoreError(f"{what} must be JSON ({e})") from None
 
 
 def _task(row: Row[Any]) -> TaskRecord:

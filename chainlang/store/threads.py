@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, Row, insert, select
 
 from .base import StoreError, check_key, check_text, stamp
-from .schema import THREAD_EVENTS, THREADS, append_event, now
+from .schema import THREAD_EVENTS, THREADS, append_event, now, to_json, versioned_update
 
 __all__ = ["THREAD_STATUSES", "ThreadEvent", "ThreadMethods", "ThreadRecord", "masked"]
 
@@ -170,7 +170,7 @@ class ThreadMethods:
             if value is not None:
                 check_text(**{name: value})
         moment = now() if at is None else stamp(at, "at")
-        encoded = _json(masked(result), f"the result of {event!r}")
+        encoded = to_json(masked(result), f"the result of {event!r}")
         with self._write(f"adding an event to the thread {thread_id!r}") as conn:
             row = _get(conn, thread_id, self.path)
             if run_id is not None and step is not None:
@@ -234,19 +234,7 @@ def _get(conn: Connection, id: str, path: Any) -> Row[Any]:
 
 def _change(conn: Connection, row: Row[Any], path: Any, **values: Any) -> int:
     """Update a thread read in this transaction, only if no one changed it since; its new version."""
-    version = int(row.version) + 1
-    done = conn.execute(update(THREADS).where(THREADS.c.id == row.id, THREADS.c.version == row.version)
-                        .values(version=version, **values))
-    if done.rowcount != 1:
-        raise StoreError(f"the thread {row.id!r} in {path} was changed by another process meanwhile; try again")
-    return version
-
-
-def _json(value: object, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise StoreError(f"{what} must be JSON ({e})") from None
+    return versioned_update(conn, THREADS, row, "thread", path, **values)
 
 
 def _thread(row: Row[Any]) -> ThreadRecord:
