@@ -25,6 +25,7 @@ __all__ = [
     "HookDropped",
     "HookFinished",
     "HookFired",
+    "ModelCall",
     "Record",
     "RecordError",
     "RunFinished",
@@ -186,11 +187,30 @@ class Clock:
     step: str | None = None
 
 
+@dataclass(slots=True)
+class ModelCall:
+    """One exchange with a model tier (§13), recorded before its answer is used and given back
+    to the step on resume instead of asking again. `request` is what was sent (secrets
+    masked, long texts cut); `answer` the model's text (masked), None when the call failed
+    (`error`); `usage` the tokens it took (`prompt_tokens`, `completion_tokens`)."""
+
+    TYPE: ClassVar[str] = "model_call"
+    step: str
+    tier: str
+    model: str
+    task: str
+    request: dict[str, Any]
+    answer: str | None
+    usage: dict[str, Any]
+    duration_ms: float
+    error: dict[str, Any] | None = None
+
+
 Record = Union[RunStarted, StepStarted, StepProgress, Decide, HookFired, HookFinished, HookDropped, StepFinished,
-               RunFinished, Clock]
+               RunFinished, Clock, ModelCall]
 
 _CLASSES: dict[str, Any] = {cls.TYPE: cls for cls in (RunStarted, StepStarted, StepProgress, Decide, HookFired, HookFinished,
-                                                      HookDropped, StepFinished, RunFinished, Clock)}
+                                                      HookDropped, StepFinished, RunFinished, Clock, ModelCall)}
 RECORD_TYPES: frozenset[str] = frozenset(_CLASSES)
 
 # per type, in the order members are written: (member, accepted Python types, required, nullable)
@@ -224,6 +244,9 @@ _members(StepFinished, ("step", _STR, True, False), ("event", _STR, True, False)
 _members(RunFinished, ("status", _STR, True, False), ("outputs", _OBJ, True, False), ("error", _OBJ, True, True),
          ("duration_ms", _NUM, True, False))
 _members(Clock, ("value", _STR, True, False), ("step", _STR, False, False))
+_members(ModelCall, ("step", _STR, True, False), ("tier", _STR, True, False), ("model", _STR, True, False),
+         ("task", _STR, True, False), ("request", _OBJ, True, False), ("answer", _STR, True, True),
+         ("usage", _OBJ, True, False), ("duration_ms", _NUM, True, False), ("error", _OBJ, False, False))
 
 _NON_EMPTY = frozenset({"step", "event", "file", "value", "hook"})
 _STATUSES = frozenset({"ok", "failed", "skipped", "cancelled"})
