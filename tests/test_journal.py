@@ -38,6 +38,7 @@ from chainlang.journal.records import (
     HookDropped,
     HookFinished,
     HookFired,
+    ModelCall,
     Record,
     RecordError,
     RunFinished,
@@ -73,6 +74,8 @@ FULL: list[Record] = [
                  duration_ms=0.25, attempt=2, reason="its if is false", broke=True),
     RunFinished(status="broken", outputs={"o": 1}, error={"type": "Break", "message": "b"}, duration_ms=12),
     Clock(value="2025-01-02T03:04:05Z", step="3.1"),
+    ModelCall(step="3.1", tier="fast", model="m", task="chain", request={"messages": []}, answer="{}",
+              usage={"prompt_tokens": 3}, duration_ms=1.5, error={"type": "model", "message": "m"}),
 ]
 
 #: every type with only its required members (nullable ones null)
@@ -87,6 +90,7 @@ MINIMAL: list[Record] = [
     StepFinished(step="1", event="e", status="ok", result=None, error=None, duration_ms=0, attempt=1),
     RunFinished(status="ok", outputs={}, error=None, duration_ms=0.0),
     Clock(value="v"),
+    ModelCall(step="1", tier="t", model="m", task="k", request={}, answer=None, usage={}, duration_ms=0),
 ]
 
 ORDER: dict[str, list[str]] = {
@@ -100,6 +104,7 @@ ORDER: dict[str, list[str]] = {
     "step_finished": ["step", "event", "status", "result", "error", "duration_ms", "attempt", "reason", "broke"],
     "run_finished": ["status", "outputs", "error", "duration_ms"],
     "clock": ["value", "step"],
+    "model_call": ["step", "tier", "model", "task", "request", "answer", "usage", "duration_ms", "error"],
 }
 OPTIONAL: dict[str, set[str]] = {
     "run_started": {"emit"},
@@ -112,6 +117,7 @@ OPTIONAL: dict[str, set[str]] = {
     "step_finished": {"reason", "broke"},
     "run_finished": set(),
     "clock": {"step"},
+    "model_call": {"error"},
 }
 NULLABLE: dict[str, set[str]] = {
     "run_started": {"chain", "now"},
@@ -124,6 +130,7 @@ NULLABLE: dict[str, set[str]] = {
     "step_finished": {"result", "error"},
     "run_finished": {"error"},
     "clock": set(),
+    "model_call": {"answer"},
 }
 #: per member, the JSON kind it must have (None: any JSON value)
 KIND: dict[str, dict[str, str | None]] = {
@@ -146,6 +153,9 @@ KIND: dict[str, dict[str, str | None]] = {
                       "broke": "a boolean"},
     "run_finished": {"status": "a string", "outputs": "an object", "error": "an object", "duration_ms": "a number"},
     "clock": {"value": "a string", "step": "a string"},
+    "model_call": {"step": "a string", "tier": "a string", "model": "a string", "task": "a string",
+                   "request": "an object", "answer": "a string", "usage": "an object", "duration_ms": "a number",
+                   "error": "an object"},
 }
 #: a JSON value of the wrong kind for each kind, and how the codec names it
 WRONG: dict[str, list[tuple[Any, str]]] = {

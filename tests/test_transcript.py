@@ -138,6 +138,8 @@ VALID: dict[str, dict[str, Any]] = {
     "step_finished": step_finished("1"),
     "run_finished": run_finished(),
     "clock": clock(),
+    "model_call": {"step": "1", "tier": "light", "model": "m", "task": "decide", "request": {}, "answer": "{}",
+                   "usage": {}, "duration_ms": 2},
 }
 assert set(VALID) == RECORD_TYPES
 
@@ -167,6 +169,9 @@ def write_run(path: Path, run_id: str = "run-1", **kwargs: Any) -> None:
                 message="its previous action still runs")
         w.write("step_started", step="3.1", event="agent.ask", attempt=1, params={"q": "why?"})
         w.write("clock", value="2025-01-02T03:04:06Z", step="3.1")
+        w.write("model_call", step="3.1", tier="light", model="m", task="decide", request={"messages": []},
+                answer="{}", usage={"prompt_tokens": 2, "completion_tokens": 1}, duration_ms=3.5,
+                error={"type": "model", "message": "late"})
         w.write("run_finished", status="ok", outputs={"answer": "é✓"}, error=None, duration_ms=12.5)
 
 
@@ -469,7 +474,7 @@ def test_corrupt_last_line_with_newline_is_not_a_torn_tail(tmp_path: Path) -> No
     write_run(path)
     with path.open("ab") as f:
         f.write(b"{garbage\n")
-    with pytest.raises(TranscriptError, match=r":16: not a JSON line"):
+    with pytest.raises(TranscriptError, match=r":17: not a JSON line"):
         read_transcript(path)
 
 
@@ -478,12 +483,12 @@ def test_unterminated_but_invalid_record_is_corruption(tmp_path: Path) -> None:
     write_run(path)
     with path.open("ab") as f:
         f.write(b'{"type":"bogus"}')  # parses: not a torn write, a bad record
-    with pytest.raises(TranscriptError, match=r":16: unknown record type"):
+    with pytest.raises(TranscriptError, match=r":17: unknown record type"):
         read_transcript(path)
     path.write_bytes(path.read_bytes()[: -len(b'{"type":"bogus"}')])
     with path.open("ab") as f:  # parses, known type, but not a valid record of it
         f.write(_line("clock", seq=16, value="").encode())
-    with pytest.raises(TranscriptError, match=r":16: clock record: 'value' must be a non-empty string"):
+    with pytest.raises(TranscriptError, match=r":17: clock record: 'value' must be a non-empty string"):
         read_transcript(path)
 
 
