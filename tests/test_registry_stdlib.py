@@ -81,7 +81,9 @@ def test_declarations_are_complete(name: str) -> None:
     assert spec.description and "\n" not in spec.description
     assert spec.implementation == f"chainlang.stdlib.{name.split('.')[0]}:{spec.implementation.split(':')[1]}"  # type: ignore[union-attr]
     assert isinstance(spec.idempotent, bool)
-    assert all(isinstance(value, bool) for value in spec.effects.values())
+    # flags are booleans; model_calls (the calls an event makes at least) a count
+    assert all(isinstance(value, int) if key == "model_calls" else isinstance(value, bool)
+               for key, value in spec.effects.items())
     assert "side_effects" in spec.effects
     # closed params unless declared otherwise: unknown params are caught
     assert spec.params_schema.get("additionalProperties") is False
@@ -277,7 +279,11 @@ def test_agent_events() -> None:
     assert not result_ok("agent.think", {"event": "agent.other", "params": {}})
 
     assert params_ok("agent.chain", {"plan": "1. Get current date"})
-    assert result_ok("agent.chain", {"chain": [{"event": "tools.now", "params": {}}, ["memory.search", "calendar.check"]]})
+    assert params_ok("agent.chain", {"plan": "1. Get current date", "max_repairs": 0})
+    assert not params_ok("agent.chain", {"plan": "x", "max_repairs": 9})
+    assert result_ok("agent.chain", {"chain": [{"event": "tools.now", "params": {}}, ["memory.search", "calendar.check"]],
+                                     "result": {"date": "2024-01-15"}, "repairs": 1})
+    assert not result_ok("agent.chain", {"chain": []})  # says how many repairs it took
 
     assert params_ok("agent.decide", {"event": "calendar.create", "params": {}, "condition": "find next available slot"})
     assert result_ok("agent.decide", {"action": "continue", "params": {"at": "2024-01-16T10:00:00"}})
