@@ -89,6 +89,9 @@ class ExecutionGraph:
     # the hooks in force while it runs, compiled (chainlang.compile.hooks.HookSet): for the chain a
     # run starts, its own and the project's; for a sub-chain, its own (added to its caller's)
     hook_set: Any = field(default=None, repr=False)
+    # budgets (limits.max_model_calls, limits.max_tokens): None is unbounded
+    max_model_calls: int | None = None
+    max_tokens: int | None = None
 
 
 def compile_chain(chain: Chain) -> ExecutionGraph:
@@ -113,6 +116,8 @@ def compile_chain(chain: Chain) -> ExecutionGraph:
         allow=tuple(p for p, _ in chain.allow) if chain.allow is not None else None,
         hooks=tuple(hook_order(chain)),
         bindings=chain.bindings,
+        max_model_calls=limits.max_model_calls,
+        max_tokens=limits.max_tokens,
     )
 
 

@@ -57,14 +57,15 @@ IF_KEYS = COMMON_KEYS + ("then", "else")
 ALL_STEP_KEYS = frozenset(EVENT_KEYS + PARALLEL_KEYS + STEPS_KEYS + IF_KEYS)
 HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "cancel", "set", "mode", "max", "max_depth",
              "on_error", "description")
-LIMIT_KEYS = ("max_steps", "max_depth", "timeout", "max_parallel")
+LIMIT_KEYS = ("max_steps", "max_depth", "timeout", "max_parallel", "max_model_calls", "max_tokens")
 RETRY_KEYS = ("attempts", "delay", "backoff", "max_delay")
 EVENT_DECL_KEYS = ("description", "payload")
 ON_ERROR = ("fail", "continue", "break")
 HOOK_MODES = ("parallel", "queued", "single", "restart")
 
 # Bounds for numbers written in chains (limits and retry).
-LIMIT_RANGES = {"max_steps": (1, 1_000_000), "max_depth": (1, 64), "max_parallel": (1, 1024)}
+LIMIT_RANGES = {"max_steps": (1, 1_000_000), "max_depth": (1, 64), "max_parallel": (1, 1024),
+                "max_model_calls": (1, 1_000_000), "max_tokens": (1, 100_000_000)}
 MAX_ATTEMPTS = 100
 
 
@@ -667,8 +668,9 @@ class ModelBuilder:
         if not isinstance(node, MapNode):
             self.wrong_type(node, "'limits'", "a mapping")
             return limits
+        limits.node = node
         self.check_keys(node, LIMIT_KEYS, "limits")
-        for key in ("max_steps", "max_depth", "max_parallel"):
+        for key in LIMIT_RANGES:
             value = self.integer(node.get(key), key, rules.BAD_LIMIT, *LIMIT_RANGES[key])
             if value is not None:
                 setattr(limits, key, value)

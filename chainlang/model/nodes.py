@@ -204,6 +204,10 @@ class Limits:
     max_depth_set: bool = False  # written in the file: an intended bound on recursion
     timeout: float | None = None
     max_parallel: int = 16
+    # budgets of the run and everything it starts (LANGUAGE.md §13); None: unbounded
+    max_model_calls: int | None = None
+    max_tokens: int | None = None  # prompt + answer tokens
+    node: MapNode | None = None  # the `limits:` mapping as written, for diagnostics about a limit
 
 
 @dataclass(slots=True)
