@@ -69,7 +69,9 @@ def event(
       (not `dict`, `Any` or missing).
     - `description`: defaults to the first line of the docstring.
     - `idempotent` and other keyword flags (`side_effects=True`,
-      `reads_clock=True`...) describe the tool's effects.
+      `reads_clock=True`...) describe the tool's effects; `model_calls=N`
+      says the tool makes at least N model calls each time it runs (the
+      budget check counts them against `limits.max_model_calls`).
 
     Raises ValueError at decoration time for a bad name or schema.
     """
@@ -83,6 +85,10 @@ def event(
             raise TypeError(
                 f"@event({name!r}): effect flag {flag}= must be a bool, number or string, not {type(value).__name__}"
             )
+    calls = effects.get("model_calls", 0)
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
+        raise TypeError(f"@event({name!r}): model_calls= must be a whole number >= 0 "
+                        "(the model calls the tool makes each time it runs, at least)")
     if not isinstance(idempotent, bool):
         raise TypeError(f"@event({name!r}): idempotent= must be True or False")
 

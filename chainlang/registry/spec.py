@@ -91,7 +91,7 @@ class EventSpec:
     kind: EventKind = "tool"
     idempotent: bool = False
     # other effect flags; the stdlib uses side_effects, reads_clock, uses_model,
-    # reads_store, writes_store (all booleans)
+    # reads_store, writes_store (all booleans), and model_calls (a whole number, see below)
     effects: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     implementation: str | None = None  # `package.module:function`, imported on demand
     func: Callable[..., Any] | None = field(default=None, repr=False)
@@ -105,6 +105,14 @@ class EventSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.effects, MappingProxyType):
             object.__setattr__(self, "effects", MappingProxyType(dict(self.effects)))
+
+    @property
+    def model_calls(self) -> int:
+        """The model calls the event makes each time it runs, at least: its `model_calls`
+        effect (0 when it declares none, or a value that is not a whole number >= 0).
+        The budget check (CL036) adds these up over a chain's worst case."""
+        value = self.effects.get("model_calls", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
     # -- constructors for the other kinds --------------------------------
 
