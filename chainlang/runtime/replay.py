@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from chainlang.journal.records import Decide, HookFinished, StepFinished, StepStarted
+from chainlang.journal.records import Decide, HookFinished, ModelCall, StepFinished, StepStarted
 from chainlang.runtime.outcomes import ResumeBlocked
 
 if TYPE_CHECKING:
@@ -31,8 +31,18 @@ class Replay:
     hooks_fired: set[tuple[str, str]] = field(default_factory=set)
     hooks_finished: dict[tuple[str, str], HookFinished] = field(default_factory=dict)
     hooks_ended: set[tuple[str, str]] = field(default_factory=set)  # finished or dropped: not run again
+    # step path → the answers its model calls got, in order (a failed call is asked again)
+    model_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
+    model_calls_made: int = 0  # every recorded call, failed ones too: what the budget already spent
+    model_tokens_used: int = 0
     rerun: frozenset[str] = frozenset()  # unfinished non-idempotent steps the user says to run again
     skip: frozenset[str] = frozenset()  # ... or to skip
+
+    def add_model_call(self, call: ModelCall) -> None:
+        self.model_calls_made += 1
+        self.model_tokens_used += sum(v for v in call.usage.values() if isinstance(v, int) and not isinstance(v, bool))
+        if call.answer is not None:
+            self.model_calls.setdefault(call.step, []).append(call)
 
     def retries_left(self, ipath: str, done: StepFinished) -> bool:
         """A failed attempt that was to be retried when the run was interrupted (in the wait

@@ -130,8 +130,8 @@ def replay_for(recorded: "Transcript", where: Path, rerun: frozenset[str], skip:
 
 def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
     """What resume needs of a verified transcript, as typed records."""
-    from chainlang.journal.records import (Clock, Decide, HookDropped, HookFinished, HookFired, StepFinished,
-                                           StepStarted, decode)
+    from chainlang.journal.records import (Clock, Decide, HookDropped, HookFinished, HookFired, ModelCall,
+                                           StepFinished, StepStarted, decode)
     from chainlang.runtime.replay import Replay
 
     replay = Replay(rerun=rerun, skip=skip)
@@ -151,6 +151,10 @@ def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[st
             clock = decode(rec)
             if isinstance(clock, Clock) and clock.step is not None:
                 replay.clock.setdefault(clock.step, []).append(clock.value)
+        elif kind == "model_call":
+            call = decode(rec)
+            if isinstance(call, ModelCall):
+                replay.add_model_call(call)
         elif kind in ("hook_fired", "hook_finished", "hook_dropped"):
             hook = decode(rec)
             key = (getattr(hook, "step", None) or "", str(getattr(hook, "hook", "")))
