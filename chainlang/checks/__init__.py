@@ -8,6 +8,7 @@ from types import ModuleType
 def all_checks() -> list[ModuleType]:
     from chainlang.checks import (
         allow,
+        budget,
         chain_cycle,
         duplicate_ids,
         expr_types,
@@ -32,4 +33,5 @@ def all_checks() -> list[ModuleType]:
         hook_order,
         hook_recursion,
         chain_cycle,
+        budget,
     ]

@@ -45,6 +45,7 @@ BAD_ALLOW = Rule("CL032", "bad-allow", "error", "An allow pattern that is not an
 BAD_SCHEMA = Rule("CL033", "bad-schema", "error", "An input or event payload schema that is not a valid JSON Schema")
 BAD_VERSION = Rule("CL034", "bad-version", "error", "An unsupported `chainlang` version")
 NOT_ALLOWED = Rule("CL035", "not-allowed", "error", "A step calls an event that the chain's allow list forbids")
+OVER_BUDGET = Rule("CL036", "over-budget", "error", "The chain's worst case makes more model calls than its max_model_calls")
 
 # -- hooks and chains --
 HOOK_TRIGGER = Rule("CL040", "hook-trigger", "error", "A hook trigger not of the form pre:NAME or post:NAME")
