@@ -665,7 +665,7 @@ def test_stdlib_declares_the_contract_events() -> None:
         assert name in names
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest"}  # grows as the stdlib is implemented
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest", "agent.think", "agent.chain", "agent.decide"}  # every standard event now
 EXTERNAL = {"task.due"}  # standard events chainlang fires itself (serve), never called by a step
 
 
@@ -728,7 +728,7 @@ def test_describe_text() -> None:
     out = proc.stdout
     assert out.startswith("tools.now\n=========\n")
     assert "status:     implemented" in out
-    assert "status:     not implemented yet" in cli("describe", "agent.think").stdout
+    assert "status:     implemented" in cli("describe", "agent.think").stdout
     params = out.split("\nparams:\n", 1)[1].split("\n\n", 1)[0]
     assert params == "  (none)"
     result = out.split("\nresult:\n", 1)[1].split("\n\n", 1)[0]

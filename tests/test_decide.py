@@ -31,6 +31,7 @@ from chainlang.runtime.decide import (
     DecisionNeeded,
     EmbeddedDecider,
     ModelDecider,
+    TierDecider,
     Undecided,
     close_decider,
     decider_from_config,
@@ -753,9 +754,14 @@ def test_decider_from_config(tmp_path: Path) -> None:
     toml.write_text('[decide]\nbase_url = "http://localhost:11434/v1/"\nmodel = "phi3"\n'
                     'api_key_env = "OPENAI_API_KEY"\nfallback = "break"\ntimeout = "1m30s"\n')
     chained = decider_from_config(load_config(toml))
-    assert isinstance(chained.then, ModelDecider) and chained.fallback == "break"
-    assert chained.then.url == "http://localhost:11434/v1/chat/completions"
-    assert chained.then.timeout == 90.0 and chained.then.api_key_env == "OPENAI_API_KEY"
+    # [decide] is the light tier's older name: the light tier decides
+    assert isinstance(chained.then, TierDecider) and chained.fallback == "break"
+    light = chained.then.tiers.resolve("light")
+    assert light.name == "light" and light.model == "phi3" and light.timeout == 90.0
+    client = light.provider.client  # type: ignore[attr-defined]
+    assert client.url("chat/completions") == "http://localhost:11434/v1/chat/completions"
+    assert client.timeouts.total == 90.0 and client.api_key_env == "OPENAI_API_KEY"
+    assert chained.tiers is chained.then.tiers  # the run's other model calls use the same tiers
 
     only_fallback = decider_from_config(DecideConfig(fallback="skip"))
     assert only_fallback.then is None and only_fallback.fallback == "skip"

@@ -12,6 +12,16 @@ base_url = "http://localhost:11434/v1"      # an OpenAI-compatible endpoint
 model = "phi3"
 api_key_env = "OPENAI_API_KEY"              # the NAME of the variable holding the key, never the key
 
+[models.heavy]                              # model tiers (optional, §13): heavy plans (agent.think),
+base_url = "http://localhost:11434/v1"      # fast writes chains (agent.chain), light decides (agent.decide;
+model = "llama3.1:70b"                      # [decide] is its older name); a missing tier uses another one
+timeout = "120s"
+max_tokens = 2048                           # the longest answer asked for; what a call reserves of limits.max_tokens
+
+[models.fast]
+provider = "scripted"                       # answers from a rules file: offline demos and tests
+rules = "models/answers.yaml"
+
 [store]                                     # the project's store (optional)
 url = "sqlite:///state/chainlang.db"        # default: .chainlang/store.db
 
@@ -26,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class DecideConfig(BaseModel):
@@ -68,6 +78,61 @@ def _duration(value: Any, least: float, most: float, shown: str) -> Any:
     return value
 
 
+TIER_NAMES = ("heavy", "fast", "light")
+
+
+class ModelTierConfig(BaseModel):
+    """`[models.heavy]`, `[models.fast]`, `[models.light]`: one model tier (LANGUAGE.md §13)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Literal["openai", "scripted"] = Field(
+        default="openai", description="openai: any OpenAI-compatible endpoint; scripted: answers from a rules file")
+    base_url: str | None = Field(default=None, min_length=1, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1")
+    model: str | None = Field(default=None, min_length=1, description="the model name sent to the endpoint")
+    api_key_env: str | None = Field(
+        default=None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="name of the environment variable that holds the API key")
+    timeout: str = Field(default="60s", description="how long one request may take, retries included: a duration")
+    max_tokens: int = Field(default=1024, ge=1, le=1_000_000, description="the longest answer asked for, in tokens")
+    structured: Literal["json_schema", "json_object", "none"] = Field(
+        default="json_schema",
+        description="how JSON answers are asked for: json_schema (the answer's schema as response_format), "
+                    "json_object (any JSON), none (the prompt only); answers are validated in every case")
+    rules: str | None = Field(default=None, min_length=1, description="scripted: the rules file, relative to chainlang.toml")
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout_is_a_duration(cls, value: Any) -> Any:
+        return _duration(value, 1e-9, 3600, "more than 0 and at most 1h")
+
+    @model_validator(mode="after")
+    def _complete(self) -> "ModelTierConfig":
+        if self.provider == "scripted":
+            if not self.rules:
+                raise ValueError('a scripted tier needs rules = "FILE" (its answers)')
+            extra = [k for k in ("base_url", "model", "api_key_env") if getattr(self, k)]
+            if extra:
+                raise ValueError(f"a scripted tier asks no endpoint: remove {', '.join(extra)}")
+        else:
+            missing = [k for k in ("base_url", "model") if not getattr(self, k)]
+            if missing:
+                raise ValueError(f"an openai tier needs base_url and model (missing: {', '.join(missing)})")
+            if self.rules:
+                raise ValueError('rules is for provider = "scripted"')
+        return self
+
+
+class ModelsConfig(BaseModel):
+    """`[models]`: the tiers; each is optional."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    heavy: ModelTierConfig | None = None
+    fast: ModelTierConfig | None = None
+    light: ModelTierConfig | None = None
+
+
 class StoreConfig(BaseModel):
     """`[store]`: where the project's store lives (LANGUAGE.md §12)."""
 
@@ -101,5 +166,6 @@ class ConfigFile(BaseModel):
     tools: list[str] = Field(default_factory=list, description="tool modules or .py files (relative to the toml)")
     chains: list[str] = Field(default_factory=list, description="directories of named chains (relative to the toml)")
     decide: DecideConfig | None = None
+    models: ModelsConfig | None = None
     store: StoreConfig | None = None
     serve: ServeConfig | None = None

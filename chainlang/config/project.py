@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from chainlang.registry.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chainlang.config.model import DecideConfig, ServeConfig, StoreConfig
+    from chainlang.config.model import DecideConfig, ModelsConfig, ServeConfig, StoreConfig
 
 __all__ = ["CONFIG_NAME", "ProjectConfig", "display_path", "find_config", "find_project_config", "load_config"]
 
@@ -29,6 +29,7 @@ class ProjectConfig:
     tools: tuple[str, ...] = ()  # as written: module names or .py paths relative to `root`
     chains: tuple[str, ...] = ()  # as written: directories relative to `root`
     decide: DecideConfig | None = field(default=None)
+    models: ModelsConfig | None = field(default=None)
     store: StoreConfig | None = field(default=None)
     serve: ServeConfig | None = field(default=None)
 
@@ -84,7 +85,7 @@ def load_config(path: Path) -> ProjectConfig:
         problems = "; ".join(_describe_error(error) for error in exc.errors())
         raise ConfigError(f"{shown}: {problems}") from None
     return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide,
-                         store=parsed.store, serve=parsed.serve)
+                         models=parsed.models, store=parsed.store, serve=parsed.serve)
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig | None:
@@ -114,8 +115,10 @@ def _describe_error(error: Any) -> str:
 
 
 def _known_keys(parent: tuple[Any, ...]) -> list[str]:
-    from chainlang.config.model import ConfigFile, DecideConfig, ServeConfig, StoreConfig
+    from chainlang.config.model import ConfigFile, DecideConfig, ModelsConfig, ModelTierConfig, ServeConfig, StoreConfig
 
-    tables: dict[Any, Any] = {"decide": DecideConfig, "store": StoreConfig, "serve": ServeConfig}
+    tables: dict[Any, Any] = {"decide": DecideConfig, "store": StoreConfig, "serve": ServeConfig, "models": ModelsConfig}
     model: Any = tables.get(parent[0], ConfigFile) if parent else ConfigFile
+    if len(parent) >= 2 and parent[0] == "models":
+        model = ModelTierConfig
     return list(model.model_fields)

@@ -49,6 +49,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelTimeout",
     "ModelUnreachable",
+    "HttpPool",
     "Timeouts",
 ]
 
@@ -162,7 +163,7 @@ class ModelClient:
 
     def __init__(self, base_url: str, api_key_env: str | None = None, *, timeouts: Timeouts | None = None,
                  max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES, retries: int = DEFAULT_RETRIES,
-                 backoff: float = DEFAULT_BACKOFF, label: str = "the model") -> None:
+                 backoff: float = DEFAULT_BACKOFF, label: str = "the model", pool: HttpPool | None = None) -> None:
         if not isinstance(base_url, str) or not re.match(r"^https?://[^/\s]+", base_url):
             raise ModelConfigError(f"{label}'s base_url must be an http:// or https:// URL, not {base_url!r}")
         if not (isinstance(max_answer_bytes, int) and max_answer_bytes > 0):
@@ -178,8 +179,8 @@ class ModelClient:
         self.retries = retries
         self.backoff = float(backoff)
         self.label = label
-        self._http: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool = pool if pool is not None else HttpPool()
+        self._owns_pool = pool is None
 
     def __repr__(self) -> str:
         return (f"ModelClient(base_url={self.base_url!r}, api_key_env={self.api_key_env!r}, "
@@ -210,6 +211,12 @@ class ModelClient:
     async def chat(self, body: dict[str, Any]) -> str:
         """POST `body` to `{base_url}/chat/completions`; the answer's `choices[0].message.content`.
         Raises a `ModelError` (ModelBadAnswer for a refusal or an empty answer)."""
+        content, _usage = await self.complete(body)
+        return content
+
+    async def complete(self, body: dict[str, Any]) -> tuple[str, dict[str, int]]:
+        """`chat`, with the tokens the endpoint says the exchange took (`prompt_tokens`,
+        `completion_tokens`; empty when it does not say)."""
         payload = await self.post_json("chat/completions", body)
         url = self.url("chat/completions")
         try:
@@ -225,7 +232,14 @@ class ModelClient:
             if isinstance(refusal, str) and refusal.strip():
                 raise ModelBadAnswer(self.redact(f"{self.label} refused: {_short(refusal, 120)}"), url)
             raise ModelBadAnswer(f"{self.label}'s answer is empty (no choices[0].message.content)", url)
-        return content
+        usage: dict[str, int] = {}
+        reported = payload.get("usage") if isinstance(payload, dict) else None
+        if isinstance(reported, dict):
+            for name in ("prompt_tokens", "completion_tokens"):
+                value = reported.get(name)
+                if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 40:
+                    usage[name] = value
+        return content, usage
 
     async def post_json(self, path: str, body: Any) -> Any:
         """POST `body` as JSON to `path` under the base URL and return the JSON answer.
@@ -281,7 +295,8 @@ class ModelClient:
         import httpx
 
         try:
-            async with client.stream("POST", url, content=data, headers=headers) as response:
+            async with client.stream("POST", url, content=data, headers=headers,
+                                     timeout=self.timeouts.for_httpx()) as response:
                 status = response.status_code
                 if not 200 <= status < 300:
                     detail = (await self._read(response, _ERROR_BODY_BYTES, cut=True)).decode("utf-8", "replace")
@@ -339,30 +354,47 @@ class ModelClient:
     # -- the pool
 
     def _client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._http is None or self._loop is not loop:
-            import httpx
-
-            # trust_env: HTTP(S)_PROXY and NO_PROXY apply, as they did with urllib
-            limits = httpx.Limits(max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_CONNECTIONS,
-                                  keepalive_expiry=_KEEP_ALIVE)
-            self._http = httpx.AsyncClient(timeout=self.timeouts.for_httpx(), limits=limits, follow_redirects=False,
-                                           trust_env=True)
-            self._loop = loop
-        return self._http
+        return self._pool.client()
 
     async def aclose(self) -> None:
-        """Close the pooled connections. The client stays usable: a later request opens new ones."""
-        client, loop = self._http, self._loop
-        self._http = self._loop = None
-        if client is not None and loop is asyncio.get_running_loop():
-            await client.aclose()
+        """Close the pooled connections, if the pool is the client's own (a shared pool is
+        closed by its owner). The client stays usable: a later request opens new ones."""
+        if self._owns_pool:
+            await self._pool.aclose()
 
     async def __aenter__(self) -> ModelClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+class HttpPool:
+    """Kept-alive connections shared by the clients of a run (one per tier, all endpoints):
+    one `httpx.AsyncClient`, made on first use. It belongs to the event loop it was made in:
+    a request from another loop (another `asyncio.run`) gets a fresh one."""
+
+    def __init__(self) -> None:
+        self._http: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._loop is not loop:
+            import httpx
+
+            # trust_env: HTTP(S)_PROXY and NO_PROXY apply; timeouts are given per request (each client its own)
+            limits = httpx.Limits(max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_CONNECTIONS,
+                                  keepalive_expiry=_KEEP_ALIVE)
+            self._http = httpx.AsyncClient(limits=limits, follow_redirects=False, trust_env=True)
+            self._loop = loop
+        return self._http
+
+    async def aclose(self) -> None:
+        client, loop = self._http, self._loop
+        self._http = self._loop = None
+        if client is not None and loop is asyncio.get_running_loop():
+            await client.aclose()
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -62,6 +62,11 @@ class RunContext:
     project: Path | None = None
     registry: Any = None
     captured: dict[str, Any] = field(default_factory=dict)
+    # for the agent events (§13): the run's model tiers as this step asks them (budgeted,
+    # recorded), the run's decider, and the allow lists in force (what a model may plan with)
+    models: Any = None
+    decider: Any = None
+    allow: tuple[tuple[str, ...], ...] = ()
 
     def now(self) -> datetime:
         return self.clock.now()

@@ -275,6 +275,9 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
                      facts={"id": run_id, "chain": None, "started_at": header["started_at"]}, max_steps=1000,
                      replay=replay, notify=lambda text: shown(redactor.mask(text)), load_chain=project.loader,
                      hooks=project.hooks, project=project.root, base_registry=project.loader.registry)
+    from chainlang.runtime.models import run_models
+
+    state.models = run_models(state, decider, None, None)  # an emit's hook actions: their chains' own budgets
     actions = state.actions = HookActions(state)
     start = time.perf_counter()
     status, error = "failed", None

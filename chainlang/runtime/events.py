@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from chainlang.registry.spec import EventSpec
 
 
+RUN_BY_INTERPRETER = frozenset({"chain.run", "agent.chain"})  # they need the run, not a function
+
+
 @dataclass
 class EventRuntime:
     """One event as the interpreter calls it, prepared once per run (not per step)."""
@@ -31,8 +34,8 @@ class EventRuntime:
 
     @property
     def runs_chain(self) -> bool:
-        """A named chain, or `chain.run`: run as a sub-chain, not called."""
-        return self.spec.kind == "chain" or self.spec.name == "chain.run"
+        """A named chain, `chain.run` or `agent.chain`: run as a sub-chain, not called."""
+        return self.spec.kind == "chain" or self.spec.name in RUN_BY_INTERPRETER
 
 
 def prepare_event(registry: "Registry", name: str) -> EventRuntime:
@@ -44,7 +47,7 @@ def prepare_event(registry: "Registry", name: str) -> EventRuntime:
         raise EventUnavailable(f"{name} is not a known event")
     func = None
     is_async = accepts = False
-    if spec.kind == "tool" and name != "chain.run":
+    if spec.kind == "tool" and name not in RUN_BY_INTERPRETER:
         try:
             spec = spec.resolved()
         except ImplementationError as exc:

@@ -49,11 +49,13 @@ class LocalExecutor:
         run, chain = self.chain.run, self.chain.graph.name
         if rt.is_async:
             if rt.accepts_ctx:
-                params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt)}
+                params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt,
+                                                        allow=self.chain.allow)}
             return await guarded(rt.func(**params), watch)
         call = Call(asyncio.get_running_loop())  # every sync tool gets a thread (`blocking=True` or not)
         if rt.accepts_ctx:
-            params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt, call)}
+            params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt, call,
+                                                    allow=self.chain.allow)}
         call.func, call.kwargs = rt.func, params
         return await in_thread(call, watch)
 
@@ -68,7 +70,7 @@ class _AskedClock:
 
 
 def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, attempt: int,
-                 call: Call | None = None) -> RunContext:
+                 call: Call | None = None, allow: tuple[tuple[str, ...], ...] = ()) -> RunContext:
     """The `ctx` a tool gets: the run's facts, this attempt's idempotency key, the recording
     clock, progress reports (recorded as `step_progress`), notifications, the state dir.
     For a sync tool (`call`: it runs in a worker thread) what it asks of the run is done
@@ -91,6 +93,8 @@ def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, atte
         state_dir=run.state_dir, progress=report, notify=notify, project=run.project,
         registry=run.base_registry or run.registry,
         captured=run.captured.get(ipath, {}),
+        models=run.models.for_step(ipath, name) if run.models is not None else None,
+        decider=run.decider, allow=allow,
     )
 
 
@@ -113,6 +117,10 @@ async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str,
     from chainlang.runtime.walk import ChainRun
 
     run, spec = caller.run, rt.spec
+    if spec.name == "agent.chain":
+        from chainlang.runtime.agent_chain import run_agent_chain
+
+        return await run_agent_chain(caller, rt, params, ipath)
     if caller.depth + 1 > caller.depth_limit:
         raise LimitExceeded("max_depth", f"step {ipath} would run {spec.name} at depth {caller.depth + 1}, "
                                          f"beyond max_depth = {caller.depth_limit}")

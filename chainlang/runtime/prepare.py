@@ -151,6 +151,30 @@ class SubChains:
                 raise ChainLoadError(str(exc)) from None
         if key in self.graphs:
             return self.graphs[key]
+        return self._compiled(loaded, key)
+
+    def from_text(self, name: str, text: str) -> tuple["ExecutionGraph | None", list[str]]:
+        """A chain that exists only as text (written by a model: agent.chain), loaded and checked
+        like a file of the project named `name`: (its graph, []) or (None, its errors, one
+        line each: where, what, how to fix it)."""
+        from chainlang.pipeline import load_file
+
+        try:
+            loaded = load_file(name, text=text, kind="chain")
+        except UsageError as exc:
+            return None, [str(exc)]
+        diagnostics, _, _ = _check([loaded], self.registry, list(self.context))
+        errors = [f"line {d.line}, column {d.column}: {d.message}" + (f" ({d.hint})" if d.hint else "")
+                  for d in diagnostics if d.severity == "error"]
+        if errors:
+            return None, errors
+        from chainlang.compile import compile_chain
+
+        return compile_chain(loaded.chain), []
+
+    def _compiled(self, loaded: "LoadedFile", key: str) -> "ExecutionGraph":
+        from chainlang.runtime.outcomes import ChainLoadError
+
         others = [f for f in self.context if os.path.realpath(f.path) != key]
         diagnostics, registry, _ = _check([loaded], self.registry, others)
         errors = [d for d in diagnostics if d.severity == "error"]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
     from chainlang.runtime.events import EventRuntime
     from chainlang.runtime.interceptors import Interceptor
+    from chainlang.runtime.models import ModelService
     from chainlang.runtime.replay import Replay
     from chainlang.runtime.scope import Binder
 
@@ -50,6 +51,7 @@ class RunState:
     base_registry: "Registry | None" = None
     captured: dict[str, dict[str, Any]] = field(default_factory=dict)  # step path → what its action captured
     actions: "HookActions | None" = None  # the post-hook actions running beside the chain
+    models: "ModelService | None" = None  # the model tiers, under the run's budgets (§13)
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
 
     def merged_hooks(self, outer: "HookSet | None", own: "HookSet") -> "HookSet":

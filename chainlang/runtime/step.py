@@ -332,6 +332,7 @@ class StepPipeline:
                 event=name, description=rt.spec.description, params_schema=rt.spec.params_schema,
                 params=params, errors=problems, condition=condition,
                 context={"inputs": scope.inputs, "run": run.facts, **scope.visible()} if condition else {},
+                models=run.models.for_step(ipath, name) if run.models is not None else None,
             )
             try:
                 decision = await run.decider.decide(request)

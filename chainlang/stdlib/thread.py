@@ -168,10 +168,11 @@ def _current(threads: list["ThreadRecord"], thread_id: str) -> "ThreadRecord":
                 raise ValueError(f"the thread {thread_id!r} is {thread.status}; continue an active "
                                  "thread, or leave thread_id out to start a new one")
             return thread
-    raise ValueError(f"{_unknown(thread_id, threads)}")
+    raise ValueError(f"{unknown_thread(thread_id, threads)}")
 
 
-def _unknown(thread_id: str, threads: list["ThreadRecord"]) -> str:
+def unknown_thread(thread_id: str, threads: list["ThreadRecord"]) -> str:
+    """The message for a thread id that is not in the store: the close one, the active ones."""
     active = [t.id for t in threads if t.status == "active"]
     message = f"no thread {thread_id!r} in the project's store"
     close = difflib.get_close_matches(thread_id, [t.id for t in threads], n=1, cutoff=0.6)
@@ -249,7 +250,7 @@ def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
         try:
             thread = store.get_thread(thread_id)
             if thread is None:
-                raise ValueError(f"{_unknown(thread_id, store.list_threads())}")
+                raise ValueError(f"{unknown_thread(thread_id, store.list_threads())}")
             texts = [t for e in store.thread_events(thread_id) if not e.event.startswith("thread.")
                      for t in _texts(e.result)]
             summary = mask_secrets(summarize_texts(texts, sentences=SUMMARY_SENTENCES)) if texts else thread.summary

@@ -40,7 +40,7 @@ from chainlang.runtime.decide.decision import (
     validate_params,
 )
 from chainlang.runtime.decide.embedded import EmbeddedDecider
-from chainlang.runtime.decide.model_decider import ModelDecider
+from chainlang.runtime.decide.model_decider import ModelDecider, TierDecider
 from chainlang.runtime.decide.repair import repair_params
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "DecisionNeeded",
     "EmbeddedDecider",
     "ModelDecider",
+    "TierDecider",
     "Undecided",
     "close_decider",
     "decider_from_config",

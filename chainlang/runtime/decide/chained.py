@@ -20,9 +20,11 @@ from chainlang.runtime.decide.decision import (
     shorten,
 )
 from chainlang.runtime.decide.embedded import EmbeddedDecider
-from chainlang.runtime.decide.model_decider import ModelDecider
+
+from chainlang.runtime.decide.model_decider import TierDecider
 
 if TYPE_CHECKING:
+    from chainlang.llm.tiers import ModelTiers
     from chainlang.config.project import ProjectConfig
     from chainlang.config.model import DecideConfig
 
@@ -48,6 +50,7 @@ class ChainedDecider:
         self.first = first
         self.then = then
         self.fallback = fallback
+        self.tiers: ModelTiers | None = None  # the project's model tiers, when built from its config
 
     def __repr__(self) -> str:
         return f"ChainedDecider(first={self.first!r}, then={self.then!r}, fallback={self.fallback!r})"
@@ -73,10 +76,12 @@ class ChainedDecider:
         raise DecisionNeeded(message, request.event, tuple(reasons))
 
     async def aclose(self) -> None:
-        """Close what the deciders of the chain hold open (the model's connections)."""
+        """Close what the deciders of the chain hold open (the models' connections)."""
         for decider in (self.first, self.then):
             if decider is not None:
                 await close_decider(decider)
+        if self.tiers is not None and not isinstance(self.then, TierDecider):
+            await self.tiers.aclose()
 
 
 async def close_decider(decider: object, grace: float = _CLOSE_GRACE) -> None:
@@ -94,28 +99,38 @@ async def close_decider(decider: object, grace: float = _CLOSE_GRACE) -> None:
 
 
 def decider_from_config(config: ProjectConfig | DecideConfig | None) -> ChainedDecider:
-    """The decider of a project: the embedded decider, then the model of `[decide]` if it
-    names one (`base_url` and `model`), then its `fallback` (default `fail`).
+    """The decider of a project: the embedded decider, then the light tier (`[models.light]`,
+    or `[decide]` with `base_url` and `model`, or the tier it borrows: see
+    chainlang.llm.tiers), then `[decide]`'s `fallback` (default `fail`). The decider holds
+    the project's tiers (`tiers`), which the run's other model calls use too, and closes them.
     Raises `chainlang.registry.errors.ConfigError` for a half-configured model."""
-    from chainlang.model.durations import parse_duration
     from chainlang.config.model import DecideConfig
+    from chainlang.config.project import ProjectConfig
+    from chainlang.llm.tiers import ModelTiers
     from chainlang.registry.errors import ConfigError
+    from chainlang.runtime.decide.model_decider import TierDecider
 
     decide = config if isinstance(config, DecideConfig) or config is None else config.decide
-    if decide is None:
-        return ChainedDecider(EmbeddedDecider(), None, "fail")
-    model: ModelDecider | None = None
-    if decide.base_url or decide.model:
-        missing = [name for name in ("base_url", "model") if not getattr(decide, name)]
-        if missing:
-            raise ConfigError(f"[decide] in chainlang.toml has {'model' if missing == ['base_url'] else 'base_url'} "
-                              f"but no {missing[0]}: a decide model needs both base_url and model")
-        timeout = parse_duration(decide.timeout) or DEFAULT_TIMEOUT
-        try:
-            model = ModelDecider(str(decide.base_url), str(decide.model), decide.api_key_env, timeout)
-        except DeciderConfigError as exc:
-            raise ConfigError(f"[decide] in chainlang.toml: {exc}") from None
-    elif decide.api_key_env:
-        raise ConfigError("[decide] in chainlang.toml has api_key_env but no base_url and model: "
-                          "a decide model needs both base_url and model")
-    return ChainedDecider(EmbeddedDecider(), model, decide.fallback)
+    if decide is not None:
+        if decide.base_url or decide.model:
+            missing = [name for name in ("base_url", "model") if not getattr(decide, name)]
+            if missing:
+                raise ConfigError(f"[decide] in chainlang.toml has {'model' if missing == ['base_url'] else 'base_url'} "
+                                  f"but no {missing[0]}: a decide model needs both base_url and model")
+        elif decide.api_key_env:
+            raise ConfigError("[decide] in chainlang.toml has api_key_env but no base_url and model: "
+                              "a decide model needs both base_url and model")
+    if isinstance(config, ProjectConfig):
+        tiers = ModelTiers.from_config(config)
+        project = config.root
+    elif decide is not None and decide.base_url and decide.model:  # a [decide] table alone (tests, embedders)
+        from pathlib import Path
+
+        tiers = ModelTiers.from_config(ProjectConfig(path=Path("chainlang.toml"), decide=decide))
+        project = None
+    else:
+        tiers, project = ModelTiers({}), None
+    model = TierDecider(tiers, project) if tiers.configured else None
+    chained = ChainedDecider(EmbeddedDecider(), model, decide.fallback if decide is not None else "fail")
+    chained.tiers = tiers
+    return chained

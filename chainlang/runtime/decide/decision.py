@@ -141,6 +141,9 @@ class DecideRequest:
     errors: list[str] = field(default_factory=list)
     condition: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
+    # the run's model service as the step sees it (chainlang.runtime.models.StepModels): a
+    # tier decider asks through it, so the call is budgeted, recorded and replayed
+    models: Any = field(default=None, compare=False, repr=False)
 
 
 @runtime_checkable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chainlang.llm.client import MAX_TIMEOUT, ModelClient, ModelConfigError, ModelError, Timeouts
 from chainlang.runtime.decide.decision import (
@@ -20,7 +20,12 @@ from chainlang.runtime.decide.decision import (
     shorten,
 )
 
-__all__ = ["SYSTEM_PROMPT", "ModelDecider"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from chainlang.llm.tiers import ModelTiers
+
+__all__ = ["SYSTEM_PROMPT", "ModelDecider", "TierDecider"]
 
 SYSTEM_PROMPT = """\
 You are the decide model of chainlang, a language whose chains run events one step at a time.
@@ -176,3 +181,62 @@ def _user_message(request: DecideRequest) -> str:
         f"Context: {context}",
     ]
     return "\n".join(lines)
+
+
+class TierDecider:
+    """The light tier as a decider (`[models.light]`, or `[decide]`, its older name): asked
+    through the step's model service when the request carries one (budgeted, recorded as a
+    `model_call`, replayed on resume), else straight through the tier. The prompt is the
+    project's `prompts/decide.*.j2` or chainlang's; the answer is validated as a decision."""
+
+    def __init__(self, tiers: "ModelTiers", project: "Path | None" = None) -> None:
+        self.tiers = tiers
+        self.project = project
+
+    def __repr__(self) -> str:
+        return f"TierDecider(tiers={sorted(self.tiers.tiers)!r})"
+
+    async def decide(self, request: DecideRequest) -> Decision:
+        from chainlang.llm.prompting import PromptError, messages
+        from chainlang.llm.tiers import ModelRequest, NoModel
+        from chainlang.runtime.models import ModelUnavailable
+
+        context = request.context
+        try:
+            asked = ModelRequest("decide", messages("decide", {
+                "event": request.event, "description": request.description, "schema": request.params_schema,
+                "params": request.params, "errors": request.errors, "condition": request.condition,
+                "context": context}, self.project), DECISION_SCHEMA, "decision")
+        except PromptError as exc:
+            raise DeciderConfigError(str(exc)) from None
+        try:
+            if request.models is not None:
+                answer = await request.models.ask("light", asked)
+            else:
+                tier = self.tiers.resolve("light")
+                answer = await tier.provider.complete(tier, asked)
+        except (ModelUnavailable, NoModel) as exc:
+            raise Undecided(str(exc)) from None
+        except ModelConfigError as exc:
+            raise DeciderConfigError(f"{exc} ({_KEY_HINT})") from None
+        except ModelError as exc:
+            raise Undecided(exc.message) from None
+        return decision_of(answer.text, "the light model")
+
+    async def aclose(self) -> None:
+        await self.tiers.aclose()
+
+
+def decision_of(content: str, who: str) -> Decision:
+    """A model's answer as a decision; Undecided when it is not JSON or not a decision."""
+    text = _unfence(content)
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        raise Undecided(f"{who}'s answer is not JSON: {shorten(one_line(content), 120)}") from None
+    if decision_problems(answer):
+        raise Undecided(f"{who}'s answer is not a decision (continue with params, skip or break): "
+                        f"{shorten(one_line(json.dumps(answer, ensure_ascii=False)), 120)}")
+    action: Action = answer["action"]
+    return Decision(action, answer.get("params") if action == "continue" else None, f"{who} answered {action}",
+                    "model")

@@ -1,0 +1,185 @@
+"""The model tiers of a project (LANGUAGE.md §13): `heavy` plans, `fast` writes chains,
+`light` decides. Each is an OpenAI-compatible endpoint or the `scripted` provider.
+
+`ModelTiers.from_config` reads `[models.*]` of chainlang.toml, with `[decide]` as the light
+tier's older name (both naming a model is an error: one place to look). A tier that is not
+configured borrows the nearest one that is (`BORROW`): a project with one model uses it for
+everything. `ask` sends one request and returns the answer's text and the tokens it took;
+all the endpoints share one pool of connections (`HttpPool`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from chainlang.llm.client import HttpPool, ModelClient, ModelConfigError, Timeouts
+
+if TYPE_CHECKING:
+    from chainlang.config.model import DecideConfig, ModelTierConfig
+    from chainlang.config.project import ProjectConfig
+
+__all__ = ["BORROW", "TIERS", "ModelAnswer", "ModelRequest", "ModelTiers", "NoModel", "Tier", "estimate_tokens"]
+
+TIERS = ("heavy", "fast", "light")
+# a tier that is not configured uses the first configured one of these
+BORROW = {"heavy": ("heavy", "fast", "light"), "fast": ("fast", "heavy", "light"), "light": ("light", "fast", "heavy")}
+HOW_TO_CONFIGURE = ('configure one in chainlang.toml, e.g. [models.fast] with base_url = "http://localhost:11434/v1" '
+                    'and model = "llama3.2" (any OpenAI-compatible endpoint), or provider = "scripted" with '
+                    'rules = "FILE" for answers from a file')
+
+
+class NoModel(Exception):
+    """The project has no model tier at all (the embedded tiers are the caller's to use)."""
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One question to a tier: chat `messages` (system, user...), the JSON Schema the answer
+    must match (None: free text), and what it is for (`task`: think, chain, decide...)."""
+
+    task: str
+    messages: list[dict[str, str]]
+    schema: dict[str, Any] | None = None
+    schema_name: str = "answer"
+
+    def text(self) -> str:
+        return "\n".join(m.get("content", "") for m in self.messages)
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    text: str
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class Provider(Protocol):
+    async def complete(self, tier: "Tier", request: ModelRequest) -> ModelAnswer: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A configured tier: its name, what answers it (`provider`), the model's name as shown."""
+
+    name: str
+    provider: Provider
+    model: str
+    max_tokens: int
+    timeout: float
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of `text`, roughly (4 characters a token): what a call reserves of a budget
+    before the endpoint says what it used, and the usage of a provider that does not say."""
+    return max(1, (len(text) + 3) // 4)
+
+
+class OpenAIProvider:
+    """A chat endpoint: POST /chat/completions, the schema as `response_format` where the
+    tier asks for it (`structured`)."""
+
+    def __init__(self, client: ModelClient, model: str, structured: str) -> None:
+        self.client = client
+        self.model = model
+        self.structured = structured
+
+    async def complete(self, tier: Tier, request: ModelRequest) -> ModelAnswer:
+        body: dict[str, Any] = {"model": self.model, "messages": request.messages, "temperature": 0,
+                                "max_tokens": tier.max_tokens}
+        if request.schema is not None and self.structured == "json_schema":
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": request.schema_name, "schema": request.schema}}
+        elif request.schema is not None and self.structured == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        text, usage = await self.client.complete(body)
+        return ModelAnswer(text, usage)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class ModelTiers:
+    """The configured tiers of a project, sharing one connection pool."""
+
+    def __init__(self, tiers: dict[str, Tier], pool: HttpPool | None = None) -> None:
+        self.tiers = tiers
+        self.pool = pool
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.tiers)
+
+    def resolve(self, name: str) -> Tier:
+        """The tier that answers for `name` (itself, or the one it borrows); NoModel when none is configured."""
+        for candidate in BORROW.get(name, (name,)):
+            tier = self.tiers.get(candidate)
+            if tier is not None:
+                return tier
+        raise NoModel(f"no model is configured for the {name} tier; {HOW_TO_CONFIGURE}")
+
+    async def aclose(self) -> None:
+        for tier in self.tiers.values():
+            await tier.provider.aclose()
+        if self.pool is not None:
+            await self.pool.aclose()
+
+    @classmethod
+    def from_config(cls, config: "ProjectConfig | None") -> "ModelTiers":
+        """The tiers of `config` (none without one). Raises ConfigError for a light tier named twice
+        or a scripted tier whose rules cannot be read."""
+        from chainlang.registry.errors import ConfigError
+
+        if config is None:
+            return cls({})
+        tables: dict[str, ModelTierConfig] = {}
+        if config.models is not None:
+            for name in TIERS:
+                table = getattr(config.models, name)
+                if table is not None:
+                    tables[name] = table
+        decide = config.decide
+        if decide is not None and (decide.base_url or decide.model):
+            if "light" in tables:
+                raise ConfigError(f"{config.path.name}: [decide] and [models.light] both name a model; "
+                                  "[decide] is the light tier's older name: keep one of them")
+            light = _from_decide(decide)
+            if light is not None:
+                tables["light"] = light
+        pool = HttpPool()
+        labels = {"light": "the decide model"} if "light" in tables and config.decide is not None and \
+            config.decide.base_url else {}
+        tiers = {name: _tier(name, table, config.root, pool, labels.get(name, f"the {name} model"))
+                 for name, table in tables.items()}
+        return cls(tiers, pool)
+
+
+def _from_decide(decide: "DecideConfig") -> "ModelTierConfig | None":
+    from chainlang.config.model import ModelTierConfig
+
+    if not (decide.base_url and decide.model):
+        return None  # half a model: decider_from_config says what is missing
+    return ModelTierConfig(base_url=decide.base_url, model=decide.model, api_key_env=decide.api_key_env,
+                           timeout=decide.timeout)
+
+
+def _tier(name: str, table: "ModelTierConfig", root: Path, pool: HttpPool, label: str) -> Tier:
+    from chainlang.model.durations import parse_duration
+    from chainlang.registry.errors import ConfigError
+
+    timeout = parse_duration(table.timeout) or 60.0
+    if table.provider == "scripted":
+        from chainlang.llm.scripted import ScriptedProvider
+
+        assert table.rules is not None
+        provider: Provider = ScriptedProvider.load(root / table.rules, shown=table.rules)
+        return Tier(name, provider, f"scripted:{table.rules}", table.max_tokens, timeout)
+    try:
+        client = ModelClient(str(table.base_url), table.api_key_env, timeouts=Timeouts(total=timeout),
+                             label=label, pool=pool)
+    except ModelConfigError as exc:
+        raise ConfigError(f"[models.{name}] in chainlang.toml: {exc}") from None
+    return Tier(name, OpenAIProvider(client, str(table.model), table.structured), str(table.model),
+                table.max_tokens, timeout)

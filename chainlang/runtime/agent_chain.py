@@ -1,0 +1,126 @@
+"""`agent.chain` (LANGUAGE.md §13): a chain written by the fast model, checked, then run.
+
+The most dangerous input the system has is a chain a small model wrote; it gets no more
+power than a chain the user wrote, and less:
+
+1. The model is asked (fast tier) with the plan as delimited data and the events it may use
+   (those the allow lists in force let through, with their params schemas). It answers
+   `{"chain": [STEP, ...]}` — steps only: no hooks, limits, inputs or allow list of its own.
+2. chainlang builds the chain document itself around those steps, with an `allow` list of
+   exactly the events the caller may call, and checks it with the same loader and checker
+   as a chain file of the project. Its errors go back to the model for at most
+   `max_repairs` new tries (each a model call, budgeted and recorded); a chain still
+   invalid fails the step with them.
+3. A valid chain runs as a sub-chain (depth + 1) under the caller's allow lists, hooks and
+   the run's budgets; its steps are recorded under the step's path (`4/1`, `4/2`...), so a
+   resume replays the recorded answers and the steps that finished.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from typing import TYPE_CHECKING, Any
+
+from chainlang.runtime.outcomes import ChainFailed, LimitExceeded, error_of
+
+if TYPE_CHECKING:
+    from chainlang.runtime.events import EventRuntime
+    from chainlang.runtime.walk import ChainRun
+
+__all__ = ["ANSWER_SCHEMA", "MAX_STEPS", "run_agent_chain"]
+
+MAX_STEPS = 100  # top-level steps of a model-written chain
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"chain": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS,
+                             "items": {"type": ["string", "object", "array"]}}},
+    "required": ["chain"],
+    "additionalProperties": False,
+}
+
+
+async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str) -> Any:
+    from chainlang.llm.prompting import PromptError, messages, render
+    from chainlang.llm.tiers import ModelRequest
+    from chainlang.runtime.models import ModelUnavailable
+    from chainlang.runtime.walk import ChainRun
+    from chainlang.stdlib.agent import parse_answer
+
+    run = caller.run
+    if caller.depth + 1 > caller.depth_limit:
+        raise LimitExceeded("max_depth", f"step {ipath} would run agent.chain's chain at depth {caller.depth + 1}, "
+                                         f"beyond max_depth = {caller.depth_limit}")
+    if run.models is None or run.load_chain is None or not hasattr(run.load_chain, "from_text"):
+        raise ChainFailed(error_of("chain", "agent.chain needs a run of a project: chainlang run or chainlang emit"))
+    plan = str(params.get("plan", ""))
+    max_repairs = int(params.get("max_repairs", 2))
+    allowed = _allowed(run.registry, caller.allow)
+    events = [{"name": s.name, "description": " ".join((s.description or "").split())[:300], "params": s.params_schema}
+              for s in sorted(run.registry.specs(), key=lambda s: s.name) if s.name in allowed]
+    models = run.models.for_step(ipath, "agent.chain")
+    try:
+        conversation = messages("chain", {"events": events, "plan": plan}, run.project)
+    except PromptError as exc:
+        raise ChainFailed(error_of("chain", str(exc))) from None
+    name = str((run.project or run.state_dir) / f"agent-chain-{ipath.replace('/', '_')}.chain.yaml")
+    repairs = 0
+    while True:
+        task = "chain" if repairs == 0 else "repair"
+        try:
+            answer = await models.ask("fast", ModelRequest(task, list(conversation), ANSWER_SCHEMA, "chain"))
+        except ModelUnavailable as exc:
+            raise ChainFailed(error_of("model", str(exc))) from None
+        steps: list[Any] = []
+        try:
+            steps = parse_answer(answer.text, ANSWER_SCHEMA, "the fast model")["chain"]
+            graph, problems = run.load_chain.from_text(name, _document(steps, allowed))
+        except ValueError as exc:
+            graph, problems = None, [str(exc)]
+        if graph is not None:
+            break
+        if repairs >= max_repairs:
+            shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+            raise ChainFailed(error_of("chain", (
+                f"the chain the fast model wrote was refused by the checker"
+                f"{f' after {repairs} repairs' if repairs else ''} (max_repairs = {max_repairs}): {shown}")))
+        try:
+            again = render("chain.repair.j2", {"problems": problems[:20]}, run.project)
+        except PromptError as exc:
+            raise ChainFailed(error_of("chain", str(exc))) from None
+        conversation += [{"role": "assistant", "content": answer.text}, {"role": "user", "content": again}]
+        repairs += 1
+    sub = ChainRun(run, graph, {}, depth=caller.depth + 1, prefix=ipath + "/", allow=caller.allow,
+                   depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
+                   hook_inputs=caller.hook_inputs)
+    status, _outputs, error = await sub.execute()
+    if status == "failed":
+        where = f" at step {error.get('step')}" if error and error.get("step") else ""
+        raise ChainFailed(error_of("chain", f"the chain agent.chain wrote failed{where}: "
+                                            f"{(error or {}).get('message', '')}"))
+    return {"chain": steps, "result": _last_result(sub), "repairs": repairs}
+
+
+def _allowed(registry: Any, lists: tuple[tuple[str, ...], ...]) -> list[str]:
+    """The events a chain of the caller may call: not external ones, and within every allow list."""
+    return [spec.name for spec in registry.specs() if spec.kind != "external"
+            and all(any(fnmatch.fnmatchcase(spec.name, p) for p in patterns) for patterns in lists)]
+
+
+def _document(steps: list[Any], allowed: list[str]) -> str:
+    """The chain file around the model's steps: JSON is YAML, and its lines make the checker's
+    line numbers useful to the model. Written by chainlang, not by the model."""
+    return json.dumps({"chainlang": 1, "steps": steps, "allow": sorted(allowed)}, ensure_ascii=False, indent=1)
+
+
+def _last_result(sub: "ChainRun") -> Any:
+    """The result of the chain's last top-level step (a group's: a list of its branches')."""
+    if not sub.graph.nodes:
+        return None
+    node = sub.graph.nodes[-1]
+    rec = sub.scope.find_path(node.path)
+    if rec is not None:
+        return rec.result
+    children = getattr(node, "children", None) or ()
+    found = [sub.scope.find_path(child.path) for child in children]
+    return [r.result if r is not None else None for r in found] if found else None

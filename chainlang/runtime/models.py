@@ -1,0 +1,158 @@
+"""A run's calls to the model tiers (LANGUAGE.md §13): budgeted, recorded, given back on resume.
+
+`ModelService` is the run's (one per run, shared by its sub-chains and hook actions); a
+step asks through `StepModels` (its `ctx.models`), which knows the step's path:
+
+1. on resume, an answer recorded for this step (in order) is given back: nothing is asked;
+2. otherwise the call reserves its share of the budgets first (`Budget.reserve`: one call,
+   and the prompt's tokens plus the tier's `max_tokens`); over a budget, the run stops
+   (`LimitExceeded`, exit 3, naming it) and nothing is sent;
+3. the answer (or the failure) is recorded as a `model_call` before it is used, secrets
+   masked, and what the call used (the endpoint's count, else an estimate) replaces the
+   reservation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chainlang.llm.tiers import ModelAnswer, ModelRequest, ModelTiers, NoModel, estimate_tokens
+from chainlang.runtime.outcomes import LimitExceeded
+
+if TYPE_CHECKING:
+    from chainlang.runtime.state import RunState
+
+__all__ = ["Budget", "ModelService", "ModelUnavailable", "StepModels", "run_models"]
+
+MAX_RECORDED_CHARS = 16_000  # of one message in a model_call record
+
+
+class ModelUnavailable(ValueError):
+    """No tier can answer (none configured) or the exchange failed: the step's error."""
+
+
+class Budget:
+    """The ledger of `limits.max_model_calls` and `limits.max_tokens` (None: unbounded)."""
+
+    def __init__(self, max_calls: int | None = None, max_tokens: int | None = None) -> None:
+        self.max_calls = max_calls
+        self.max_tokens = max_tokens
+        self.calls = 0
+        self.tokens = 0  # used by calls that ended
+        self.reserved = 0  # held by calls under way
+
+    def reserve(self, tokens: int, what: str) -> None:
+        """Hold one call and `tokens` for `what`, or raise LimitExceeded naming the budget."""
+        if self.max_calls is not None and self.calls + 1 > self.max_calls:
+            raise LimitExceeded("max_model_calls", f"{what} would be model call {self.calls + 1}, beyond "
+                                                   f"limits.max_model_calls = {self.max_calls}")
+        if self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
+            raise LimitExceeded("max_tokens", (
+                f"{what} reserves {tokens} tokens (its prompt and the tier's max_tokens) with "
+                f"{self.tokens} used and {self.reserved} held by calls under way: beyond limits.max_tokens = "
+                f"{self.max_tokens}"))
+        self.calls += 1
+        self.reserved += tokens
+
+    def settle(self, reserved: int, used: int) -> None:
+        self.reserved -= reserved
+        self.tokens += used
+
+
+class ModelService:
+    """The run's model calls (see the module's documentation)."""
+
+    def __init__(self, run: "RunState", tiers: ModelTiers, budget: Budget) -> None:
+        self.run = run
+        self.tiers = tiers
+        self.budget = budget
+        replay = run.replay
+        if replay is not None:  # what the interrupted attempts spent is spent
+            budget.calls += replay.model_calls_made
+            budget.tokens += replay.model_tokens_used
+
+    def for_step(self, step: str, event: str) -> "StepModels":
+        return StepModels(self, step, event)
+
+    async def ask(self, step: str, event: str, tier_name: str, request: ModelRequest) -> ModelAnswer:
+        from chainlang.journal.records import ModelCall
+        from chainlang.llm.client import ModelError
+
+        replay = self.run.replay
+        recorded = replay.model_calls.get(step) if replay is not None else None
+        if recorded:
+            call = recorded.pop(0)
+            return ModelAnswer(call.answer or "", {k: v for k, v in call.usage.items() if isinstance(v, int)})
+        try:
+            tier = self.tiers.resolve(tier_name)
+        except NoModel as exc:
+            raise ModelUnavailable(f"{event}: {exc}") from None
+        prompt = estimate_tokens(request.text())
+        held = prompt + tier.max_tokens
+        self.budget.reserve(held, f"step {step} ({event}, {tier.name} tier)")
+        start = time.perf_counter()
+        sent = _recorded_request(request)
+        try:
+            answer = await tier.provider.complete(tier, request)
+        except ModelError as exc:
+            self.budget.settle(held, prompt)
+            self.run.record(ModelCall(step, tier.name, tier.model, request.task, sent, None,
+                                      {"prompt_tokens": prompt}, _ms(start),
+                                      {"type": "model", "message": exc.message[:1000]}))
+            raise ModelUnavailable(f"{event}: {exc.message}") from None
+        text = _mask(answer.text)
+        usage = {"prompt_tokens": answer.usage.get("prompt_tokens", prompt),
+                 "completion_tokens": answer.usage.get("completion_tokens", estimate_tokens(text))}
+        self.budget.settle(held, usage["prompt_tokens"] + usage["completion_tokens"])
+        # recorded before it is used: a resume gives this answer back instead of asking again
+        self.run.record(ModelCall(step, tier.name, tier.model, request.task, sent, text, usage, _ms(start)))
+        return ModelAnswer(text, usage)
+
+
+@dataclass(frozen=True)
+class StepModels:
+    """The run's model service as one step sees it (`ctx.models`)."""
+
+    service: ModelService
+    step: str
+    event: str
+
+    @property
+    def configured(self) -> bool:
+        return self.service.tiers.configured
+
+    async def ask(self, tier: str, request: ModelRequest) -> ModelAnswer:
+        return await self.service.ask(self.step, self.event, tier, request)
+
+
+def run_models(run: "RunState", decider: Any, max_calls: int | None, max_tokens: int | None) -> ModelService:
+    """The model service of a run: the tiers the decider was built with (`decider.tiers`, none
+    for a decider without them), under the run's budgets."""
+    tiers = getattr(decider, "tiers", None)
+    return ModelService(run, tiers if isinstance(tiers, ModelTiers) else ModelTiers({}),
+                        Budget(max_calls, max_tokens))
+
+
+def _mask(text: str) -> str:
+    from chainlang.stdlib.lexical import mask_secrets
+
+    return mask_secrets(text)
+
+
+def _recorded_request(request: ModelRequest) -> dict[str, Any]:
+    messages = []
+    for message in request.messages:
+        content = _mask(message.get("content", ""))
+        if len(content) > MAX_RECORDED_CHARS:
+            content = content[:MAX_RECORDED_CHARS] + " …(cut)"
+        messages.append({"role": message.get("role", "user"), "content": content})
+    out: dict[str, Any] = {"messages": messages}
+    if request.schema is not None:
+        out["schema"] = request.schema_name
+    return out
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
