@@ -5,9 +5,12 @@ and what happened in them (thread_events).
   was created and last updated, and a `version` that grows by one with every change of
   the row (a change checks it: of two writers, the second gets a clear StoreError).
 - Its events are appended to `thread_events`, in order, never changed: each the result
-  (JSON) of an event of a run attached to the thread (`run_id`, `step`), or a named value
-  (`event='value'`, `key` its name). An event given with its run and step is recorded once:
-  recording it again (a resumed step) returns the first record.
+  (JSON) of an event of a run attached to the thread (`run_id`, `step`). A *named value*
+  is an event with a `key`: a step with an `id` is recorded with its id as the key (its
+  event as the event), and a value stored by name alone has `event='value'`. So the
+  latest result of an event is `latest(thread, event)`, whatever its key, and a named
+  value is `latest(thread, key=name)`, whatever its event. An event given with its run
+  and step is recorded once: recording it again (a resumed step) returns the first record.
 - What is stored never holds a secret-looking value: the summary and every text of an
   event's result go through `lexical.mask_secrets` first.
 - Every change also appends to the event log (`thread_created`, `thread_event`,
@@ -207,18 +210,36 @@ class ThreadMethods:
             rows = conn.execute(query).all()
         return [_event(row) for row in reversed(rows)]
 
-    def latest(self, thread_id: str, event: str, key: str | None = None) -> ThreadEvent | None:
-        """The thread's latest result of `event` (of the named value `key`, when given)."""
+    def latest(self, thread_id: str, event: str | None = None, key: str | None = None) -> ThreadEvent | None:
+        """The thread's latest result of `event` (whatever its key), of the named value
+        `key` (whatever its event), or of both when both are given."""
         check_key(thread_id, "thread id")
-        check_text(event=event)
-        query = select(THREAD_EVENTS).where(THREAD_EVENTS.c.thread_id == thread_id, THREAD_EVENTS.c.event == event)
+        if event is None and key is None:
+            raise StoreError("latest() needs an event, a key, or both")
+        query = select(THREAD_EVENTS).where(THREAD_EVENTS.c.thread_id == thread_id)
+        if event is not None:
+            check_text(event=event)
+            query = query.where(THREAD_EVENTS.c.event == event)
         if key is not None:
+            check_text(key=key)
             query = query.where(THREAD_EVENTS.c.key == key)
         with self._read(f"reading the thread {thread_id!r}") as conn:
             _get(conn, thread_id, self.path)
             row = conn.execute(query.order_by(THREAD_EVENTS.c.seq.desc()).limit(1)).first()
         return None if row is None else _event(row)
 
+    def thread_keys(self, thread_id: str) -> tuple[list[str], list[str]]:
+        """What a thread has values for: the events it recorded, and the names of its named
+        values (each sorted, once)."""
+        check_key(thread_id, "thread id")
+        with self._read(f"reading the thread {thread_id!r}") as conn:
+            _get(conn, thread_id, self.path)
+            events = conn.execute(select(THREAD_EVENTS.c.event).where(THREAD_EVENTS.c.thread_id == thread_id)
+                                  .distinct()).scalars().all()
+            keys = conn.execute(select(THREAD_EVENTS.c.key).where(THREAD_EVENTS.c.thread_id == thread_id,
+                                                                  THREAD_EVENTS.c.key.is_not(None))
+                                .distinct()).scalars().all()
+        return sorted(str(e) for e in events), sorted(str(k) for k in keys)
 
 def _check_status(status: object) -> None:
     if status not in THREAD_STATUSES:
