@@ -67,6 +67,8 @@ class RunStarted:
     # an emit (§6.1): {"event", "data", "id"?}; `file` is then the project directory and
     # `file_sha256` the digest of the hooks in force
     emit: dict[str, Any] | None = None
+    # the thread the run is attached to from its start (§13: --thread, or the input thread_id)
+    thread: str | None = None
 
 
 @dataclass(slots=True)
@@ -224,7 +226,8 @@ def _members(cls: Any, *spec: tuple[str, Any, bool, bool]) -> None:
 
 _members(RunStarted, ("chain", _STR, True, True), ("file", _STR, True, False), ("file_sha256", _STR, True, False),
          ("inputs", _OBJ, True, False), ("now", _STR, True, True), ("started_at", _STR, True, False),
-         ("tools", _LIST, True, False), ("resumed", _BOOL, True, False), ("emit", _OBJ, False, False))
+         ("tools", _LIST, True, False), ("resumed", _BOOL, True, False), ("emit", _OBJ, False, False),
+         ("thread", _STR, False, False))
 _members(StepStarted, ("step", _STR, True, False), ("event", _STR, True, False), ("attempt", _INT, True, False),
          ("max_attempts", _INT, False, False), ("params", _ANY, True, True))
 _members(StepProgress, ("step", _STR, True, False), ("event", _STR, True, False), ("message", _STR, True, False),
@@ -248,7 +251,7 @@ _members(ModelCall, ("step", _STR, True, False), ("tier", _STR, True, False), ("
          ("task", _STR, True, False), ("request", _OBJ, True, False), ("answer", _STR, True, True),
          ("usage", _OBJ, True, False), ("duration_ms", _NUM, True, False), ("error", _OBJ, False, False))
 
-_NON_EMPTY = frozenset({"step", "event", "file", "value", "hook"})
+_NON_EMPTY = frozenset({"step", "event", "file", "value", "hook", "thread"})
 _STATUSES = frozenset({"ok", "failed", "skipped", "cancelled"})
 _HOOK_STATUSES = frozenset({"ok", "failed", "cancelled"})
 _RUN_STATUSES = frozenset({"ok", "broken", "failed", "limit", "interrupted"})
