@@ -92,9 +92,11 @@ async def run_async(
     notify: Callable[[str], None] | None = None,
     decider: Any = None,
     on_transcript: Callable[[Path], None] | None = None,
+    thread: str | None = None,
 ) -> RunResult:
     """Run the chain at `path` and return how it ended (never raises for a failing run;
-    raises UsageError for bad paths, tools, inputs or options)."""
+    raises UsageError for bad paths, tools, inputs or options). `thread` attaches the run
+    to a stored thread (as an input `thread_id` does: chainlang.runtime.threads)."""
     prepared = prepare(path, tools, registry)
     redactor = run_secrets(prepared.config)
     if prepared.graph is None:
@@ -105,6 +107,9 @@ async def run_async(
     except UsageError as exc:  # it quotes the inputs
         redactor.scrub(exc)
         raise
+    from chainlang.runtime.threads import attachment
+
+    attached = attachment(prepared.root, thread, values)
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else prepared.root / RUNS_DIR / f"{run_id}.jsonl"
     if transcript is not None and where.is_dir():
@@ -118,6 +123,8 @@ async def run_async(
         "inputs": values, "now": pinned.isoformat() if pinned else None, "started_at": started_at,
         "tools": list(tools), "resumed": False,
     }
+    if attached is not None:
+        header["thread"] = attached
     key = _project_key(prepared.root, create=True)
     lock = _take(where)
     try:
@@ -166,6 +173,8 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     from chainlang.journal.jsonl import TranscriptWriter
     from chainlang.runtime.walk import ChainRun
     from chainlang.runtime.hooks import HookActions
+    from chainlang.runtime.threads import CURRENT, ThreadLink, ThreadRecorder
+    from chainlang.runtime.models import run_models
 
     made_here = decider is None  # then the run closes it (a model's pooled connections); a given one is the caller's
     if decider is None:
@@ -203,18 +212,24 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
 
     graph = prepared.graph
     assert graph is not None
+    # the project's threads: the one the run is attached to, recording its steps' results there
+    clock = FixedClock(pinned) if pinned else SystemClock()
+    link = ThreadLink(prepared.root, run_id, header.get("thread"), clock,
+                      lambda: [graph, *prepared.loader.graphs.values()])
     state = RunState(
         run_id=run_id, registry=prepared.registry, record=record, commit=writer.commit, decider=decider,
-        clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=prepared.root / STATE_DIR,
+        clock=clock, state_dir=prepared.root / STATE_DIR, interceptors=(ThreadRecorder(link),),
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,
         notify=tell,
         load_chain=prepared.loader, project=prepared.root, base_registry=prepared.loader.registry,
     )
+    state.models = run_models(state, decider, graph.max_model_calls, graph.max_tokens)
     start = time.perf_counter()
     status, error = "failed", None
     outputs: dict[str, Any] = {}
     actions = state.actions = HookActions(state)
+    linked = CURRENT.set(link)  # what {thread.ID.KEY} references read
     try:
         started = decode({"type": "run_started", **header})
         assert isinstance(started, RunStarted)
@@ -241,6 +256,8 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
             raise
         record(RunFinished(status, outputs, error, ms_since(start)))
     finally:
+        CURRENT.reset(linked)
+        link.close()
         writer.close()
         if view is not None:
             view.close()

@@ -206,13 +206,16 @@ def _accessor(binding: Binding, ref: Ref) -> Accessor:
     if kind == "event":
         return lambda scope: (None if scope.hook is None else walk_path(scope.hook.event, rest) if rest
                               else scope.hook.event)
+    if kind == "thread":  # a stored thread's data (LANGUAGE.md §13): chainlang.runtime.threads
+        from chainlang.runtime.threads import reference
+
+        return reference(rest, ref.start, ref.end)
     start, end = ref.start, ref.end
 
-    def unavailable(scope: Scope) -> Any:
-        raise ExprEvalError("reference", f"{kind}.* references need the thread store, which this version does not "
-                            "implement yet", start, end)
-    return unavailable
-
+    def unknown(scope: Scope) -> Any:  # a kind this runtime does not know: a bug
+        raise ExprEvalError("reference", f"{kind} references are not known to this runtime (internal error)",
+                            start, end)
+    return unknown
 
 def _step_field(find: Callable[[Scope], Rec | None], field: str, path: tuple[Any, ...]) -> Accessor:
     """`x.result.a`, `x.status.…` (the checker turned the shorthand `x.a` into `x.result.a`)."""

@@ -1,0 +1,314 @@
+"""A run and the project's threads (LANGUAGE.md §13): which thread a run is attached to,
+recording its steps' results there, and reading `{thread.ID.KEY}` references.
+
+- **Attaching.** A run is attached when it starts by `chainlang run --thread ID` or by an
+  input named `thread_id` (both given: they must agree); the thread must exist and be
+  active (else a usage error). The attachment is the `thread` member of `run_started`,
+  so a resume is attached again. A run not attached from the start becomes attached when
+  a `thread.match` step ends ok with `action` `continue` or `new`: to that thread, from
+  that step on (the step included). Nothing more is recorded for it: a resume replays the
+  `thread.match` step and attaches again the same way.
+- **Recording.** Every event step of an attached run that ends ok (in the chain, its
+  sub-chains and hook actions), except `thread.summarize`, adds its result to the thread
+  (`Store.add_event`: masked, once per run and step path, so a resumed run records
+  nothing twice), once its `step_finished` is in the transcript: `ThreadRecorder`, an
+  interceptor. A step with an `id` is recorded with the id as its key: a *named value*.
+  When the thread cannot take it (the store is gone), the run fails at that step.
+- **Reading.** `{thread.ID.KEY}` (`ThreadLink.read`): KEY is `summary`, `status`,
+  `created_at` or `updated_at`; else the longest dotted name that is an event recorded in
+  the thread (its latest result, then a path into it: `{thread.t1.memory.search.matches}`);
+  else a named value (the latest result of a step with that id in a run attached to the
+  thread). A thread that does not exist, or a KEY it has no value for, fails the step,
+  naming the thread and the keys it has. The thread's id is a name segment, or a quoted
+  one for ids that are not names: `{thread['thread-0f3a2b4c5d6e'].summary}`.
+
+The run's `ThreadLink` is found by references through a context variable (`CURRENT`), set
+for the run by the runner: the accessors of a chain are made once, without the run.
+"""
+
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from chainlang.expr.ast import Index, Key, Name
+from chainlang.expr.errors import ExprEvalError
+from chainlang.expr.values import walk_path
+from chainlang.pipeline import UsageError
+from chainlang.runtime.interceptors import PassThrough, StepInfo
+
+if TYPE_CHECKING:
+    from chainlang.compile import ExecutionGraph, GraphNode
+    from chainlang.runtime.context import Clock
+    from chainlang.store import Store
+    from chainlang.store.threads import ThreadRecord
+
+__all__ = ["CURRENT", "FIELDS", "NOT_RECORDED", "ThreadLink", "ThreadRecorder", "attachment", "reference"]
+
+FIELDS = ("summary", "status", "created_at", "updated_at")  # what {thread.ID.KEY} reads of the thread itself
+NOT_RECORDED = frozenset({"thread.summarize"})  # its result is the thread's own summary
+ATTACHING = ("continue", "new")  # the thread.match actions that attach a run that is not attached
+SHOWN = 5  # the active threads an error names
+
+CURRENT: ContextVar["ThreadLink | None"] = ContextVar("chainlang_thread_link", default=None)
+
+
+class ThreadLink:
+    """One run's link to the project's threads: the thread it is attached to (None: not
+    attached), and the store, opened when first needed."""
+
+    def __init__(self, root: Path, run_id: str, thread: str | None, clock: "Clock",
+                 graphs: Callable[[], Iterable["ExecutionGraph"]] = tuple) -> None:
+        self.root = root
+        self.run_id = run_id
+        self.thread = thread
+        self.clock = clock
+        self.ids = StepIds(graphs)
+        self._store: "Store | None" = None
+
+    def store(self, create: bool) -> "Store | None":
+        """The project's store; None when it does not exist and `create` is false."""
+        if self._store is None:
+            from chainlang.tasks.stored import project_store, store_exists
+
+            if not create and not store_exists(self.root):
+                return None
+            self._store = project_store(self.root)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # -- {thread.ID.KEY}
+
+    def read(self, thread_id: str, rest: tuple[Any, ...], shown: str) -> Any:
+        """The value of `{thread.ID.KEY...}` (`rest`: the segments after the id); raises
+        ValueError with the message for a thread or a KEY that is not there."""
+        from chainlang.store import StoreError
+
+        try:
+            store = self.store(create=False)
+            thread = store.get_thread(thread_id) if store is not None else None
+            if store is None or thread is None:
+                raise ValueError(f"{shown}: {unknown_thread(thread_id, store)}")
+            names = _names(rest)
+            if names and names[0] in FIELDS:
+                return walk_path(getattr(thread, names[0]), rest[1:])
+            events, keys = store.thread_keys(thread_id)
+            for k in range(len(names), 1, -1):  # the longest dotted name of an event it recorded
+                event = ".".join(names[:k])
+                if event in events:
+                    found = store.latest(thread_id, event)
+                    return _tail(found.result if found else None, rest[k:])
+            if names and names[0] in keys:
+                found = store.latest(thread_id, key=names[0])
+                return _tail(found.result if found else None, rest[1:])
+            if names and names[0] in events:  # an event of one word (a named chain)
+                found = store.latest(thread_id, names[0])
+                return _tail(found.result if found else None, rest[1:])
+        except StoreError as exc:
+            raise ValueError(f"{shown}: {exc}") from None
+        has = ", ".join(FIELDS)
+        if events:
+            has += "; its events " + ", ".join(events)
+        if keys:
+            has += "; its named values " + ", ".join(keys)
+        what = f"no value for {'.'.join(names)!r}" if names else "no key given"
+        raise ValueError(f"{shown}: the thread {thread_id!r} has {what}; it has {has}")
+
+
+def unknown_thread(thread_id: str, store: "Store | None") -> str:
+    """Why a thread id names no thread: the active threads (a few), and how to make one."""
+    threads = store.list_threads(status="active") if store is not None else []
+    message = f"no thread {thread_id!r} in the project's store"
+    if threads:
+        names = ", ".join(t.id for t in threads[:SHOWN])
+        more = f" and {len(threads) - SHOWN} more (chainlang threads)" if len(threads) > SHOWN else ""
+        message += f"; the active threads are: {names}{more}"
+    else:
+        message += "; there are no active threads"
+    return message + f"; create it with: chainlang threads create {_quoted(thread_id)}"
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _names(rest: tuple[Any, ...]) -> list[str]:
+    names: list[str] = []
+    for seg in rest:
+        if type(seg) is not Name:
+            break
+        names.append(seg.name)
+    return names
+
+
+def _tail(result: Any, rest: tuple[Any, ...]) -> Any:
+    """A path into a recorded result; a leading `.result` is the result itself (as §3's)."""
+    if rest and type(rest[0]) is Name and rest[0].name == "result":
+        rest = rest[1:]
+    return walk_path(result, rest) if rest else result
+
+
+def reference(path: tuple[Any, ...], start: int, end: int) -> Callable[[Any], Any]:
+    """The accessor of a `{thread.ID.KEY}` reference (`path`: the segments after `thread`)."""
+    first = path[0] if path else None
+    thread_id = first.name if type(first) is Name else first.value if type(first) is Key else None
+    shown = "thread" + "".join(f".{s.name}" if type(s) is Name else f"[{s.value}]" if type(s) is Index
+                               else f"[{s.value!r}]" for s in path)
+
+    def read(scope: Any) -> Any:
+        if thread_id is None:
+            raise ExprEvalError("reference", f"{shown}: name a thread and a key: thread.ID.KEY (KEY: "
+                                f"{', '.join(FIELDS)}, an event or a named value)", start, end)
+        link = CURRENT.get()
+        if link is None:
+            raise ExprEvalError("reference", f"{shown}: thread references need the project's store: run the chain "
+                                "with chainlang run", start, end)
+        try:
+            return link.read(thread_id, path[1:], shown)
+        except ValueError as exc:
+            raise ExprEvalError("reference", str(exc), start, end) from None
+    return read
+
+
+# -- attaching a run
+
+
+def attachment(root: Path, given: str | None, inputs: dict[str, Any]) -> str | None:
+    """The thread a run starts attached to (`--thread`, or the input `thread_id`), shown to
+    exist and be active; raises UsageError."""
+    from chainlang.store import StoreError
+
+    by_input = inputs.get("thread_id")
+    if by_input is not None and not isinstance(by_input, str):
+        raise UsageError(f"the input thread_id attaches the run to a thread: give a thread id (text), not "
+                         f"{type(by_input).__name__} {by_input!r}")
+    if given is not None and by_input is not None and given != by_input:
+        raise UsageError(f"--thread {given} and the input thread_id={by_input} name two threads; a run is "
+                         "attached to one (give one of them, or the same id)")
+    thread_id = given if given is not None else by_input
+    if thread_id is None:
+        return None
+    where = f"--thread {thread_id}" if given is not None else f"the input thread_id={thread_id}"
+    from chainlang.tasks.stored import project_store, store_exists
+
+    try:
+        if not store_exists(root):
+            raise UsageError(f"{where}: {unknown_thread(thread_id, None)}")
+        with project_store(root) as store:
+            thread = store.get_thread(thread_id)
+            if thread is None:
+                raise UsageError(f"{where}: {unknown_thread(thread_id, store)}")
+    except StoreError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    if thread.status != "active":
+        raise UsageError(f"{where}: the thread {thread_id!r} is {thread.status}; attach the run to an active "
+                         "thread (see chainlang threads)")
+    return thread_id
+
+
+# -- recording
+
+
+class ThreadRecorder(PassThrough):
+    """Adds the result of every step that ends ok in an attached run to its thread, and
+    attaches a run that is not attached on a `thread.match` that continues or starts one."""
+
+    def __init__(self, link: ThreadLink) -> None:
+        self.link = link
+
+    async def after(self, step: StepInfo, params: dict[str, Any], result: Any) -> None:
+        link = self.link
+        if link.thread is None:
+            if step.event != "thread.match" or not _attaches(result):
+                return
+            link.thread = result["thread_id"]
+        if step.event in NOT_RECORDED:
+            return
+        record(link, step, result)
+
+
+def _attaches(result: Any) -> bool:
+    return (isinstance(result, dict) and result.get("action") in ATTACHING
+            and isinstance(result.get("thread_id"), str) and bool(result["thread_id"]))
+
+
+def record(link: ThreadLink, step: StepInfo, result: Any) -> None:
+    """One step's result into the link's thread (once per run and step path)."""
+    from chainlang.runtime.outcomes import StepFailed, error_of
+    from chainlang.store import StoreError
+
+    assert link.thread is not None
+    try:
+        store = link.store(create=True)
+        assert store is not None
+        store.add_event(link.thread, step.event, result, link.run_id, step.path, key=link.ids.of(step),
+                        at=link.clock.now())
+    except StoreError as exc:
+        raise StepFailed(step.path, step.event, error_of(
+            "thread", f"{step.event} ended ok, but its result could not be added to the thread "
+                      f"{link.thread!r}: {exc}")) from None
+
+
+# -- step ids
+
+
+_ITERATION = re.compile(r"\[\d+\]")
+
+
+class StepIds:
+    """The `id` of the step a StepInfo names (its chain's file and step path), from the
+    graphs the run has compiled: the interceptor seam gives the path, not the step.
+
+    A path is `4/3[0].1`: the calling steps of sub-chains before the last `/`, and
+    foreach iterations in brackets; a hook's action adds `hook:KEY/`, its static paths
+    starting with the hook's `strip` (`hook:ID.`)."""
+
+    def __init__(self, graphs: Callable[[], Iterable["ExecutionGraph"]]) -> None:
+        self.graphs = graphs
+        self.seen: set[int] = set()
+        self.ids: dict[tuple[str, str], str] = {}
+        self.strips: dict[str, str] = {}
+
+    def of(self, step: StepInfo) -> str | None:
+        head, _, last = step.path.rpartition("/")
+        static = _ITERATION.sub("", last)
+        parent = head.rpartition("/")[2]
+        if parent.startswith("hook:"):
+            strip = self.strips.get(parent[len("hook:"):])
+            if strip is None:
+                self.learn()
+                strip = self.strips.get(parent[len("hook:"):])
+            if strip is None:
+                return None  # a stored hook's action: not among the run's graphs
+            static = strip + static
+        key = (step.file, static)
+        if key not in self.ids:
+            self.learn()
+        return self.ids.get(key)
+
+    def learn(self) -> None:
+        for graph in self.graphs():
+            if id(graph) in self.seen:
+                continue
+            self.seen.add(id(graph))
+            self._walk(graph.file, graph.nodes)
+            hooks = graph.hook_set.hooks if graph.hook_set is not None else ()
+            for hook in hooks:
+                self.strips.setdefault(hook.key, hook.strip)
+                if hook.action is not None:
+                    self._walk(hook.action.file, hook.action.nodes)
+
+    def _walk(self, file: str, nodes: Iterable["GraphNode"]) -> None:
+        for node in nodes:
+            if node.id is not None:
+                self.ids[(file, node.path)] = node.id
+            self._walk(file, node.children)
+            self._walk(file, node.else_)
