@@ -164,11 +164,13 @@ _COLOR = click.option("--color/--no-color", default=None, help="Colour the progr
 @click.option("--transcript", type=click.Path(), default=None,
               help="Where to write the JSONL transcript (default: .chainlang/runs/RUN_ID.jsonl in the project).")
 @click.option("--now", default=None, metavar="ISO-8601", help="Pin the run's clock, e.g. 2025-01-15T09:30:00+01:00.")
+@click.option("--thread", default=None, metavar="ID",
+              help="Attach the run to a stored thread: each step's result is added to it (see chainlang threads).")
 @_tools_option
 @_PROGRESS
 @_COLOR
 def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | None, now: str | None,
-        tools: tuple[str, ...], progress: str, color: bool | None) -> None:
+        thread: str | None, tools: tuple[str, ...], progress: str, color: bool | None) -> None:
     """Run a chain.
 
     The chain is checked first; a chain with errors does not start. Exit code: 0 the run
@@ -179,7 +181,7 @@ def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | Non
     def body() -> int:
         from chainlang.cli.run import run_command
 
-        return run_command(file, inputs, as_json, transcript, now, tools, progress, color)
+        return run_command(file, inputs, as_json, transcript, now, tools, progress, color, thread)
 
     _guarded(body)
 
@@ -271,6 +273,34 @@ def tasks(action: str, task_id: str | None, status: str | None, as_json: bool) -
         from chainlang.cli.tasks import tasks_command
 
         return tasks_command(action, task_id, status, as_json)
+
+    _guarded(body)
+
+
+@main.command()
+@click.argument("action", type=click.Choice(("list", "show", "create", "archive")), required=False, default="list")
+@click.argument("thread_id", required=False)
+@click.option("--status", type=click.Choice(("active", "archived")), default=None,
+              help="With list: only threads in this state.")
+@click.option("--summary", default=None, metavar="TEXT", help="With create: the new thread's summary.")
+@click.option("--limit", type=click.IntRange(0), default=None, metavar="N",
+              help="With show: only the thread's last N events.")
+@click.option("--project", default=None, metavar="DIR", type=click.Path(),
+              help="The project (default: the one of the working directory: the nearest chainlang.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print the threads (or the thread) as JSON.")
+def threads(action: str, thread_id: str | None, status: str | None, summary: str | None, limit: int | None,
+            project: str | None, as_json: bool) -> None:
+    """The project's threads: the conversations runs are attached to (run --thread ID).
+
+    list (the default): one line each, the most recently updated first (--status to filter);
+    show THREAD_ID: the thread and its events; create THREAD_ID: a new active thread
+    (--summary); archive THREAD_ID: it is no longer matched nor attached to.
+    """
+
+    def body() -> int:
+        from chainlang.cli.threads import threads_command
+
+        return threads_command(action, thread_id, status, summary, limit, project, as_json)
 
     _guarded(body)
 

@@ -42,14 +42,14 @@ def _no_constant(name: str) -> Any:
 
 
 def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript: str | None, now: str | None,
-                tools: Sequence[str], progress: str, color: bool | None) -> int:
+                tools: Sequence[str], progress: str, color: bool | None, thread: str | None = None) -> int:
     from chainlang.runtime.runner import parse_now, run_async
 
     inputs = parse_inputs(input_pairs)
     pinned = parse_now(now)
     view = _progress(progress, color)
     return _drive(lambda announce: run_async(file, inputs, now=pinned, transcript=transcript, tools=tools,
-                                             progress=view, on_transcript=announce), as_json, color,
+                                             progress=view, on_transcript=announce, thread=thread), as_json, color,
                   progress == "quiet")
 
 

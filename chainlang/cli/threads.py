@@ -1,0 +1,129 @@
+"""`chainlang threads [list|show|create|archive]`: the project's stored threads (LANGUAGE.md
+§13), read from the store of the project of the working directory (or of `--project DIR`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from chainlang.pipeline import UsageError
+
+SUMMARY_WIDTH = 60  # the summary in a line of the list
+RESULT_WIDTH = 100  # an event's result in a line of show
+
+
+def _root(project: str | None) -> Path:
+    from chainlang.config.project import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    start = Path.cwd() if project is None else Path(project)
+    if project is not None and not start.is_dir():
+        raise UsageError(f"--project {project}: not a directory; give the project's directory (where chainlang.toml is)")
+    try:
+        config = find_project_config(start)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    return Path(config.root) if config is not None else start
+
+
+def _open(root: Path, create: bool = False) -> Any:
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store, store_exists
+
+    try:
+        if not create and not store_exists(root):
+            return None
+        return project_store(root)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def describe(thread: Any) -> dict[str, Any]:
+    """A thread as `--json` shows it."""
+    return {"thread_id": thread.id, "status": thread.status, "summary": thread.summary,
+            "created_at": thread.created_at, "updated_at": thread.updated_at}
+
+
+def threads_command(action: str, thread_id: str | None, status: str | None, summary: str | None,
+                    limit: int | None, project: str | None, as_json: bool) -> int:
+    from chainlang.store import StoreError
+
+    root = _root(project)
+    if action == "list":
+        if thread_id is not None:
+            raise UsageError(f"chainlang threads list takes no THREAD_ID (to see one: chainlang threads show {thread_id})")
+        store = _open(root)
+        rows = [] if store is None else [describe(t) for t in store.list_threads(status=status)]
+        if store is not None:
+            store.close()
+        if as_json:
+            print(json.dumps({"threads": rows}, ensure_ascii=False))
+        elif not rows:
+            print("no threads" + (f" with status {status}" if status else ""))
+        else:
+            width = max(len(row["thread_id"]) for row in rows)
+            for row in rows:
+                print(f"{row['thread_id']:{width}}  {row['status']:8} {_moment(row['updated_at'])}  "
+                      f"{_short(row['summary'], SUMMARY_WIDTH)}".rstrip())
+        return 0
+    if thread_id is None:
+        raise UsageError(f"chainlang threads {action} needs a THREAD_ID (see chainlang threads list)")
+    if summary is not None and action != "create":
+        raise UsageError("--summary goes with create")
+    store = _open(root, create=action == "create")
+    if store is None:
+        raise UsageError(f"{thread_id}: no such thread (this project has no threads; create one with: "
+                         f"chainlang threads create {thread_id})")
+    try:
+        with store:
+            if action == "create":
+                thread = store.create_thread(thread_id, summary=summary or "")
+            elif action == "archive":
+                thread = store.archive(thread_id) if store.get_thread(thread_id) is not None else None
+            else:
+                thread = store.get_thread(thread_id)
+            if thread is None:
+                from chainlang.runtime.threads import unknown_thread
+
+                raise UsageError(unknown_thread(thread_id, store))
+            if action == "show":
+                events = store.thread_events(thread_id, limit=limit)
+                _show(thread, events, as_json, limit)
+                return 0
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if as_json:
+        print(json.dumps(describe(thread), ensure_ascii=False))
+    else:
+        print(f"{thread.id}: {thread.status}")
+    return 0
+
+
+def _show(thread: Any, events: list[Any], as_json: bool, limit: int | None) -> None:
+    if as_json:
+        body = {**describe(thread), "events": [{"seq": e.seq, **e.to_json()} for e in events]}
+        print(json.dumps(body, ensure_ascii=False))
+        return
+    print(f"thread {thread.id}: {thread.status}")
+    print(f"summary: {thread.summary or '(none yet)'}")
+    print(f"created: {_moment(thread.created_at)}  updated: {_moment(thread.updated_at)}")
+    if not events:
+        print("no events")
+        return
+    print(f"events (the last {len(events)}):" if limit is not None and len(events) == limit else "events:")
+    for e in events:
+        name = e.event if e.key is None else f"{e.event} ({e.key})"
+        where = f"  [run {e.run_id} step {e.step}]" if e.run_id is not None else ""
+        print(f"  {e.seq}  {_moment(e.at)}  {name}: {_short(json.dumps(e.result, ensure_ascii=False), RESULT_WIDTH)}"
+              f"{where}")
+
+
+def _moment(stored: str) -> str:
+    """A stored moment (UTC, to the microsecond) to the second: 2026-11-23T10:00:00Z."""
+    return stored[:19] + "Z" if len(stored) >= 19 and stored.endswith("+00:00") else stored
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
