@@ -14,6 +14,8 @@ step asks through `StepModels` (its `ctx.models`), which knows the step's path:
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -135,10 +137,37 @@ def run_models(run: "RunState", decider: Any, max_calls: int | None, max_tokens:
                         Budget(max_calls, max_tokens))
 
 
+# a JSON string literal; a key that names a secret ("password", "api_key", "access_token"...)
+_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
+_SECRET_KEY = re.compile(r"(?i)[\w-]*(?:password|passwd|pwd|secret|token|api[_-]?key)")
+_SECRET_BEFORE = re.compile(r"(?i)\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*[:=]\s*$")
+
+
 def _mask(text: str) -> str:
+    """`text` with its secrets masked (mask_secrets), one JSON string literal at a time: a
+    mask never eats the quote that ends a string, so an answer that was JSON stays JSON (it
+    is used as it is recorded), and the value of a key that names a secret is masked whole."""
     from chainlang.stdlib.lexical import mask_secrets
 
-    return mask_secrets(text)
+    out: list[str] = []
+    last, key = 0, False
+    for match in _LITERAL.finditer(text):
+        gap = text[last:match.start()]
+        out.append(mask_secrets(gap))
+        literal = match.group()
+        try:
+            value = json.loads(literal)
+        except ValueError:  # quotes of prose, not JSON: its inside, masked alone
+            out.append('"' + mask_secrets(literal[1:-1]) + '"')
+            value, key = None, False
+        else:
+            secret = (key and gap.strip() == ":") or _SECRET_BEFORE.search(gap) is not None
+            masked = "***" if secret and value else mask_secrets(value)
+            out.append(literal if masked == value else json.dumps(masked, ensure_ascii=False))
+            key = _SECRET_KEY.fullmatch(value) is not None
+        last = match.end()
+    out.append(mask_secrets(text[last:]))
+    return "".join(out)
 
 
 def _recorded_request(request: ModelRequest) -> dict[str, Any]:
