@@ -237,6 +237,8 @@ def run_cli(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
     if block in RUN_BLOCKS:
         return run_commands(block, directory)
     write_example(block.previous, directory)
+    if "CL037" in block.previous.marker.rules:  # no-model: said of a project (a chainlang.toml) without models
+        (directory / "chainlang.toml").write_text("", encoding="utf-8")
     args, _ = console_command(block)
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("FORCE_COLOR", None)
@@ -337,6 +339,8 @@ def test_docs_have_examples() -> None:
 def test_yaml_example(block: Block, registry: Registry, tmp_path: Path) -> None:
     assert block.marker is not None
     path = write_example(block, tmp_path)
+    if "CL037" in block.marker.rules:  # no-model: said of a project (a chainlang.toml) without models
+        (tmp_path / "chainlang.toml").write_text("", encoding="utf-8")
     diagnostics = check_files([str(path)], registry=registry, start_dir=tmp_path).diagnostics
     shown = "\n".join(str(d).replace(str(path), block.marker.filename) for d in diagnostics)
     if not block.marker.rules:

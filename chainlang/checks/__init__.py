@@ -15,6 +15,7 @@ def all_checks() -> list[ModuleType]:
         hook_events,
         hook_order,
         hook_recursion,
+        models,
         params,
         references,
         schemas,
@@ -34,4 +35,5 @@ def all_checks() -> list[ModuleType]:
         hook_recursion,
         chain_cycle,
         budget,
+        models,
     ]

@@ -131,6 +131,9 @@ class ModelsConfig(BaseModel):
     heavy: ModelTierConfig | None = None
     fast: ModelTierConfig | None = None
     light: ModelTierConfig | None = None
+    memory: Literal["embedded", "heavy", "fast", "light"] = Field(
+        default="embedded",
+        description="what thread.summarize writes summaries with: embedded (extractive, no model) or a tier")
 
 
 class StoreConfig(BaseModel):

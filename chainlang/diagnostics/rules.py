@@ -46,6 +46,7 @@ BAD_SCHEMA = Rule("CL033", "bad-schema", "error", "An input or event payload sch
 BAD_VERSION = Rule("CL034", "bad-version", "error", "An unsupported `chainlang` version")
 NOT_ALLOWED = Rule("CL035", "not-allowed", "error", "A step calls an event that the chain's allow list forbids")
 OVER_BUDGET = Rule("CL036", "over-budget", "error", "The chain's worst case makes more model calls than its max_model_calls")
+NO_MODEL = Rule("CL037", "no-model", "warning", "A step needs a model and the project configures none")
 
 # -- hooks and chains --
 HOOK_TRIGGER = Rule("CL040", "hook-trigger", "error", "A hook trigger not of the form pre:NAME or post:NAME")

@@ -104,9 +104,10 @@ class OpenAIProvider:
 class ModelTiers:
     """The configured tiers of a project, sharing one connection pool."""
 
-    def __init__(self, tiers: dict[str, Tier], pool: HttpPool | None = None) -> None:
+    def __init__(self, tiers: dict[str, Tier], pool: HttpPool | None = None, memory: str = "embedded") -> None:
         self.tiers = tiers
         self.pool = pool
+        self.memory = memory  # the tier thread.summarize uses ([models] memory), or "embedded"
 
     @property
     def configured(self) -> bool:
@@ -153,7 +154,10 @@ class ModelTiers:
             config.decide.base_url else {}
         tiers = {name: _tier(name, table, config.root, pool, labels.get(name, f"the {name} model"))
                  for name, table in tables.items()}
-        return cls(tiers, pool)
+        memory = config.models.memory if config.models is not None else "embedded"
+        if memory != "embedded" and not tiers:
+            raise ConfigError(f"{config.path.name}: [models] memory = {memory!r} but no model tier is configured")
+        return cls(tiers, pool, memory)
 
 
 def _from_decide(decide: "DecideConfig") -> "ModelTierConfig | None":

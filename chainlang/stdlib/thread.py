@@ -241,20 +241,53 @@ def _about(thread: "ThreadRecord") -> str:
     return f" (about {', '.join(words)})" if words else ""
 
 
-def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
-    """Summarize a thread's events extractively and store the summary."""
+async def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
+    """Summarize a thread's events and store the summary: extractively, or with the model
+    tier named by `[models] memory` in chainlang.toml."""
     from chainlang.store import StoreError
 
     moment = ctx.now()
+    tier = getattr(getattr(getattr(ctx.models, "service", None), "tiers", None), "memory", "embedded")
     with open_store(project_of(ctx, "thread")) as store:
         try:
             thread = store.get_thread(thread_id)
             if thread is None:
                 raise ValueError(f"{unknown_thread(thread_id, store.list_threads())}")
-            texts = [t for e in store.thread_events(thread_id) if not e.event.startswith("thread.")
-                     for t in _texts(e.result)]
-            summary = mask_secrets(summarize_texts(texts, sentences=SUMMARY_SENTENCES)) if texts else thread.summary
+            events = [e for e in store.thread_events(thread_id) if not e.event.startswith("thread.")]
+        except StoreError as exc:
+            raise ValueError(f"{exc}") from None
+    if tier != "embedded" and events:
+        summary = mask_secrets(await _model_summary(ctx, tier, thread, events))
+    else:
+        texts = [t for e in events for t in _texts(e.result)]
+        summary = mask_secrets(summarize_texts(texts, sentences=SUMMARY_SENTENCES)) if texts else thread.summary
+    with open_store(project_of(ctx, "thread")) as store:
+        try:
             stored = store.set_summary(thread_id, summary, at=moment)
         except StoreError as exc:
             raise ValueError(f"{exc}") from None
     return {"thread_id": thread_id, "summary": stored.summary, "updated_at": moment.isoformat()}
+
+
+MAX_SUMMARY_CHARS = 2000
+
+
+async def _model_summary(ctx: "RunContext", tier: str, thread: "ThreadRecord", events: list["ThreadEvent"]) -> str:
+    """The summary the tier writes (plain text, checked: not empty, not too long)."""
+    from chainlang.llm.prompting import PromptError, messages
+    from chainlang.llm.tiers import ModelRequest
+
+    view = {"summary": thread.summary, "events": [{"event": e.event, "result": e.result, "at": e.at}
+                                                   for e in events[-RECENT:]]}
+    try:
+        asked = messages("summarize", {"thread": view, "thread_id": thread.id}, ctx.project)
+    except PromptError as exc:
+        raise ValueError(str(exc)) from None
+    answer = await ctx.models.ask(tier, ModelRequest("summarize", asked))
+    text = " ".join(answer.text.split())
+    if not text:
+        raise ValueError(f"the {tier} model answered an empty summary for the thread {thread.id!r}")
+    if len(text) > MAX_SUMMARY_CHARS:
+        raise ValueError(f"the {tier} model's summary of {thread.id!r} is {len(text)} characters, more than "
+                         f"{MAX_SUMMARY_CHARS}: a summary is three sentences")
+    return text
