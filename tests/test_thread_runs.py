@@ -167,7 +167,10 @@ outputs:
 
 def test_an_input_named_thread_id_attaches_the_run(project: Path) -> None:
     create(project, "t1")
-    name = chain(project, ATTACH_BY_INPUT.replace(', default: ""', ""))
+    name = chain(project, ATTACH_BY_INPUT)
+    # the empty default (the seed's entry flow) attaches nothing
+    assert outputs(run(project, name, "--transcript", "run.jsonl")) == {"answer": ""}
+    assert "thread" not in records(project / "run.jsonl")[0] and events(project, "t1") == []
     assert outputs(run(project, name, "--input", "thread_id=t1")) == {"answer": "t1"}
     assert events(project, "t1") == [("t.echo", "answer", "1", {"value": "t1"})]
     # --thread and the input may both be given when they agree
@@ -347,8 +350,10 @@ def test_a_thread_reference_to_a_missing_thread_or_key_fails_the_step(project: P
             "created_at, updated_at; its events t.echo; its named values analysis") in missing.stderr, missing.stderr
     nothread = run(project, chain(project, "steps:\n  - t.echo: {value: '{thread.t9.summary}'}\n"), code=1)
     assert "thread.t9.summary: no thread 't9' in the project's store; the active threads are: t1" in nothread.stderr
+    # a reference without a key is a check error: the chain does not start
     nokey = run(project, chain(project, "steps:\n  - t.echo: {value: '{thread.t1}'}\n"), code=1)
-    assert "the thread 't1' has no key given" in nokey.stderr or "thread.ID.KEY" in nokey.stderr, nokey.stderr
+    assert "a thread reference names a thread and a key: thread.ID.KEY [CL021 ref-unknown]" in nokey.stderr
+    assert "the chain has errors: it was not started" in nokey.stderr
 
 
 def test_thread_match_earlier_in_the_chain_wins_over_a_thread_named_match(project: Path) -> None:
@@ -404,7 +409,8 @@ def test_chainlang_threads_lists_and_shows_threads(project: Path) -> None:
     elsewhere = cli(project.parent, "threads", "--project", str(project), "--json")
     assert len(json.loads(elsewhere.stdout)["threads"]) == 2
     unknown = cli(project, "threads", "show", "pricin")
-    assert unknown.returncode == 2 and "no thread 'pricin'" in unknown.stderr
+    assert unknown.returncode == 2 and "no thread 'pricin' in the project's store (did you mean 'pricing'?)" in \
+        unknown.stderr, unknown.stderr
     assert "the active threads are: pricing" in unknown.stderr
     twice = cli(project, "threads", "create", "pricing")
     assert twice.returncode == 2 and "already a thread" in twice.stderr

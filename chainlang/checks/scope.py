@@ -358,6 +358,11 @@ class Analyser:
                                     _suggest(getattr(bad, "name", ""), RUN_FIELDS), bad.start, bad.end)
             return RefInfo(site, ref, "run", T.STRING if len(segs) > 1 else T.ANY, binding=Binding("run", "", "", segs[1:]))
         if root == "thread":
+            if len(segs) < 3 or isinstance(segs[1], Index):  # a stored thread's data (§13): thread.ID.KEY
+                return self.problem(ref, site, "thread", rules.REF_UNKNOWN,
+                                    "a thread reference names a thread and a key: thread.ID.KEY",
+                                    "KEY is summary, status, updated_at, an event (thread.ID.memory.search) or a "
+                                    "named value (a step id)", ref.start, ref.end)
             return RefInfo(site, ref, "thread", T.ANY, binding=Binding("thread", "", "", segs[1:]))
         if scope.payload is not None:
             if root == "event":

@@ -123,8 +123,14 @@ class ThreadLink:
 
 def unknown_thread(thread_id: str, store: "Store | None") -> str:
     """Why a thread id names no thread: the active threads (a few), and how to make one."""
-    threads = store.list_threads(status="active") if store is not None else []
+    import difflib
+
+    every = store.list_threads() if store is not None else []
+    threads = [t for t in every if t.status == "active"]
     message = f"no thread {thread_id!r} in the project's store"
+    close = difflib.get_close_matches(thread_id, [t.id for t in every], n=1, cutoff=0.6)
+    if close:
+        message += f" (did you mean {close[0]!r}?)"
     if threads:
         names = ", ".join(t.id for t in threads[:SHOWN])
         more = f" and {len(threads) - SHOWN} more (chainlang threads)" if len(threads) > SHOWN else ""
@@ -187,6 +193,8 @@ def attachment(root: Path, given: str | None, inputs: dict[str, Any]) -> str | N
     from chainlang.store import StoreError
 
     by_input = inputs.get("thread_id")
+    if by_input == "":  # the seed's `thread_id: {type: string, default: ""}`: no thread given
+        by_input = None
     if by_input is not None and not isinstance(by_input, str):
         raise UsageError(f"the input thread_id attaches the run to a thread: give a thread id (text), not "
                          f"{type(by_input).__name__} {by_input!r}")
