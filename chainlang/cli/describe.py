@@ -88,7 +88,7 @@ def describe_text(spec: "EventSpec") -> str:
     lines.append(f"kind:       {spec.kind}")
     lines.append(f"status:     {_status(spec)}")
     lines.append(f"idempotent: {'yes' if spec.idempotent else 'no'}")
-    effects = [k for k, v in spec.effects.items() if v]
+    effects = [f"{k}={v}" if k == "model_calls" else k for k, v in spec.effects.items() if v]
     if effects:
         lines.append(f"effects:    {', '.join(sorted(effects))}")
     if spec.source:

@@ -2,7 +2,8 @@
 and named chains, all behind one `Registry` (`EventRegistry` protocol).
 
 Effect flags used by the stdlib (`EventSpec.effects`): `side_effects`,
-`reads_clock`, `uses_model`, `reads_store`, `writes_store`.
+`reads_clock`, `uses_model`, `reads_store`, `writes_store`; and `model_calls`, a count:
+the model calls the event makes each time it runs, at least (the budget check adds them up).
 
 Importing this package does not import pydantic or jsonschema; they are
 loaded when a tool is decorated, a config is read or a schema is checked.

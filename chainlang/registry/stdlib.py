@@ -103,6 +103,10 @@ def spec_from_declaration(name: str, declaration: object, *, source: str) -> Eve
         raise RegistryError(f"{source}: event '{name}': idempotent must be true or false")
     if not isinstance(effects, Mapping):
         raise RegistryError(f"{source}: event '{name}': effects must be a mapping of flags")
+    calls = effects.get("model_calls", 0)
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
+        raise RegistryError(f"{source}: event '{name}': effects.model_calls is a whole number >= 0 (the model "
+                            f"calls the event makes each time it runs), not {calls!r}")
     if implementation is not None and not is_implementation_pointer(implementation):
         raise RegistryError(
             f"{source}: event '{name}': implementation must be 'package.module:function', not {implementation!r}"
