@@ -414,3 +414,20 @@ def test_chainlang_threads_lists_and_shows_threads(project: Path) -> None:
     assert "the active threads are: pricing" in unknown.stderr
     twice = cli(project, "threads", "create", "pricing")
     assert twice.returncode == 2 and "already a thread" in twice.stderr
+
+
+def test_a_thread_match_in_a_sub_chain_attaches_the_run(project: Path) -> None:
+    chain(project, 'inputs:\n  message: {type: string}\nsteps:\n  - thread.match: {message: "{inputs.message}"}\n'
+                   'outputs:\n  thread: "{thread.match.thread_id}"\n', "entry.chain.yaml")
+    name = chain(project, """\
+        steps:
+          - t.echo: {value: not attached yet}
+          - chain.run: {path: entry.chain.yaml, inputs: {message: Book the team offsite in March}}
+          - id: after
+            t.echo: {value: attached}
+        outputs:
+          thread: "{chain.run.thread}"
+        """)
+    thread_id = outputs(run(project, name))["thread"]
+    assert [(e, k, s) for e, k, s, _ in events(project, thread_id)] == [
+        ("user.input", None, "2/1"), ("thread.match", None, "2/1"), ("chain.run", None, "2"), ("t.echo", "after", "3")]

@@ -173,7 +173,7 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
     from chainlang.journal.jsonl import TranscriptWriter
     from chainlang.runtime.walk import ChainRun
     from chainlang.runtime.hooks import HookActions
-    from chainlang.runtime.threads import CURRENT, ThreadLink, ThreadRecorder
+    from chainlang.runtime.threads import CURRENT, ThreadLink, ThreadRecorder, may_attach
     from chainlang.runtime.models import run_models
 
     made_here = decider is None  # then the run closes it (a model's pooled connections); a given one is the caller's
@@ -218,7 +218,8 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
                       lambda: [graph, *prepared.loader.graphs.values()])
     state = RunState(
         run_id=run_id, registry=prepared.registry, record=record, commit=writer.commit, decider=decider,
-        clock=clock, state_dir=prepared.root / STATE_DIR, interceptors=(ThreadRecorder(link),),
+        clock=clock, state_dir=prepared.root / STATE_DIR,
+        interceptors=(ThreadRecorder(link),) if link.thread or may_attach(graph, prepared.registry) else (),
         facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
         max_steps=graph.max_steps, replay=replay,
         notify=tell,

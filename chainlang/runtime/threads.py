@@ -12,7 +12,7 @@ recording its steps' results there, and reading `{thread.ID.KEY}` references.
   sub-chains and hook actions), except `thread.summarize`, adds its result to the thread
   (`Store.add_event`: masked, once per run and step path, so a resumed run records
   nothing twice), once its `step_finished` is in the transcript: `ThreadRecorder`, an
-  interceptor. A step with an `id` is recorded with the id as its key: a *named value*.
+  interceptor, given to the runs that are attached or may become so (`may_attach`). A step with an `id` is recorded with the id as its key: a *named value*.
   When the thread cannot take it (the store is gone), the run fails at that step.
 - **Reading.** `{thread.ID.KEY}` (`ThreadLink.read`): KEY is `summary`, `status`,
   `created_at` or `updated_at`; else the longest dotted name that is an event recorded in
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from chainlang.store import Store
     from chainlang.store.threads import ThreadRecord
 
-__all__ = ["CURRENT", "FIELDS", "NOT_RECORDED", "ThreadLink", "ThreadRecorder", "attachment", "reference"]
+__all__ = ["CURRENT", "FIELDS", "NOT_RECORDED", "ThreadLink", "ThreadRecorder", "attachment", "may_attach", "reference"]
 
 FIELDS = ("summary", "status", "created_at", "updated_at")  # what {thread.ID.KEY} reads of the thread itself
 NOT_RECORDED = frozenset({"thread.summarize"})  # its result is the thread's own summary
@@ -223,6 +223,31 @@ def attachment(root: Path, given: str | None, inputs: dict[str, Any]) -> str | N
 
 
 # -- recording
+
+
+CALLS_CHAINS = frozenset({"chain.run", "agent.chain"})  # the events that run chains of their own
+
+
+def may_attach(graph: "ExecutionGraph", registry: Any) -> bool:
+    """Whether a run of `graph` that is not attached when it starts may become attached: a
+    `thread.match` step may run in it (in the chain, a hook's action, or a chain it calls).
+    A run that can do neither gets no ThreadRecorder: its steps pay nothing for threads."""
+    names: set[str] = set()
+
+    def walk(nodes: Iterable["GraphNode"]) -> None:
+        for node in nodes:
+            if node.event:
+                names.add(node.event)
+            walk(node.children)
+            walk(node.else_)
+
+    walk(graph.nodes)
+    for hook in graph.hook_set.hooks if graph.hook_set is not None else ():
+        if hook.action is not None:
+            walk(hook.action.nodes)
+    if "thread.match" in names or names & CALLS_CHAINS:
+        return True
+    return any(getattr(registry.get(name), "kind", None) == "chain" for name in names)
 
 
 class ThreadRecorder(PassThrough):
