@@ -73,7 +73,7 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
             raise ChainFailed(error_of("model", str(exc))) from None
         steps: list[Any] = []
         try:
-            steps = parse_answer(answer.text, ANSWER_SCHEMA, "the fast model")["chain"]
+            steps = parse_answer(answer.text, ANSWER_SCHEMA, models.who("fast"))["chain"]
             graph, problems = run.load_chain.from_text(name, _document(steps, allowed))
         except ValueError as exc:
             graph, problems = None, [str(exc)]
@@ -82,7 +82,7 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
         if repairs >= max_repairs:
             shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
             raise ChainFailed(error_of("chain", (
-                f"the chain the fast model wrote was refused by the checker"
+                f"the chain {models.who('fast')} wrote was refused by the checker"
                 f"{f' after {repairs} repairs' if repairs else ''} (max_repairs = {max_repairs}): {shown}")))
         try:
             again = render("chain.repair.j2", {"problems": problems[:20]}, run.project)

@@ -128,6 +128,14 @@ class StepModels:
     async def ask(self, tier: str, request: ModelRequest) -> ModelAnswer:
         return await self.service.ask(self.step, self.event, tier, request)
 
+    def who(self, tier: str) -> str:
+        """The model that answers for `tier`, as messages name it: "the fast model" when the
+        heavy tier borrows the fast one (the one the user configured)."""
+        try:
+            return f"the {self.service.tiers.resolve(tier).name} model"
+        except NoModel:
+            return f"the {tier} model"
+
 
 def run_models(run: "RunState", decider: Any, max_calls: int | None, max_tokens: int | None) -> ModelService:
     """The model service of a run: the tiers the decider was built with (`decider.tiers`, none
@@ -146,7 +154,8 @@ _SECRET_BEFORE = re.compile(r"(?i)\b(?:password|passwd|pwd|secret|token|api[_-]?
 def _mask(text: str) -> str:
     """`text` with its secrets masked (mask_secrets), one JSON string literal at a time: a
     mask never eats the quote that ends a string, so an answer that was JSON stays JSON (it
-    is used as it is recorded), and the value of a key that names a secret is masked whole."""
+    is used as it is recorded), and the value of a key that names a secret is masked whole,
+    also in JSON written inside a string (a tool's result quoted in a prompt's data)."""
     from chainlang.stdlib.lexical import mask_secrets
 
     out: list[str] = []
@@ -162,12 +171,21 @@ def _mask(text: str) -> str:
             value, key = None, False
         else:
             secret = (key and gap.strip() == ":") or _SECRET_BEFORE.search(gap) is not None
-            masked = "***" if secret and value else mask_secrets(value)
-            out.append(literal if masked == value else json.dumps(masked, ensure_ascii=False))
+            masked = "***" if secret and value else _mask(value)  # it may hold JSON text in turn
+            out.append(literal if masked == value else _encoded(masked, literal))
             key = _SECRET_KEY.fullmatch(value) is not None
         last = match.end()
     out.append(mask_secrets(text[last:]))
     return "".join(out)
+
+
+def _encoded(value: str, was: str) -> str:
+    """`value` as a JSON string, escaped as the literal it replaces was: a prompt's data
+    (chainlang.llm.prompting.data_block) writes <, > and & as \\u escapes."""
+    text = json.dumps(value, ensure_ascii=False)
+    if not any(ch in was for ch in "<>&"):
+        text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return text
 
 
 def _recorded_request(request: ModelRequest) -> dict[str, Any]:

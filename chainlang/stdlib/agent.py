@@ -101,7 +101,7 @@ async def think(thread_id: str, ctx: "RunContext", prompt: str | None = None) ->
     except PromptError as exc:
         raise ValueError(str(exc)) from None
     answer = await models.ask("heavy", ModelRequest("think", asked, schema, "next_event"))
-    return parse_answer(answer.text, schema, "the heavy model")  # type: ignore[no-any-return]
+    return parse_answer(answer.text, schema, models.who("heavy"))  # type: ignore[no-any-return]
 
 
 async def decide(event: str, params: dict[str, Any], ctx: "RunContext", description: str = "",
