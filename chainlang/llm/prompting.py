@@ -59,12 +59,10 @@ def _source(name: str, project: Path | None) -> tuple[str, str]:
 
 def render(name: str, values: dict[str, Any], project: Path | None = None) -> str:
     """The template `name` rendered with `values`."""
-    from jinja2 import TemplateError
-
     text, where = _source(name, project)
     try:
         return str(_environment().from_string(text).render(**values)).strip()
-    except TemplateError as exc:
+    except Exception as exc:  # Jinja's errors, and what an expression raised: {{ 1/0 }}, a filter's wrong arguments
         raise PromptError(f"{where}: {type(exc).__name__}: {exc}") from None
 
 
