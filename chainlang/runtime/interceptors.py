@@ -38,6 +38,7 @@ class StepInfo:
     event: str
     chain: str | None  # the chain's name
     file: str  # the chain's file
+    step_id: str | None = None  # the step's `id`, when the pipeline gives it (threads record it as a named value)
 
 
 class Interceptor(Protocol):

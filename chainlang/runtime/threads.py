@@ -297,8 +297,8 @@ _ITERATION = re.compile(r"\[\d+\]")
 
 
 class StepIds:
-    """The `id` of the step a StepInfo names (its chain's file and step path), from the
-    graphs the run has compiled: the interceptor seam gives the path, not the step.
+    """The `id` of the step a StepInfo names: its `step_id` when the pipeline gave it, else
+    found by its chain's file and step path in the graphs the run has compiled.
 
     A path is `4/3[0].1`: the calling steps of sub-chains before the last `/`, and
     foreach iterations in brackets; a hook's action adds `hook:KEY/`, its static paths
@@ -311,6 +311,8 @@ class StepIds:
         self.strips: dict[str, str] = {}
 
     def of(self, step: StepInfo) -> str | None:
+        if step.step_id is not None:
+            return step.step_id
         head, _, last = step.path.rpartition("/")
         static = _ITERATION.sub("", last)
         parent = head.rpartition("/")[2]
