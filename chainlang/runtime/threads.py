@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from chainlang.compile import ExecutionGraph, GraphNode
     from chainlang.runtime.context import Clock
     from chainlang.store import Store
-    from chainlang.store.threads import ThreadRecord
 
 __all__ = ["CURRENT", "FIELDS", "NOT_RECORDED", "ThreadLink", "ThreadRecorder", "attachment", "may_attach", "reference"]
 
