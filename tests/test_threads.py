@@ -5,6 +5,8 @@ the interrupted flow, the follow-up that continues)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import os
 import subprocess
@@ -203,8 +205,8 @@ def test_a_resumed_step_finds_the_thread_it_created(project: Path) -> None:
     ctx = RunContext(run_id="run-1", chain="c.chain.yaml", step="1", event="thread.match", attempt=1,
                      idempotency_key="run-1/1/1", clock=FixedClock(datetime.fromisoformat(NOW)),
                      state_dir=project / ".chainlang" / "state", project=project)
-    first = match(ctx, "Plan the Q2 product launch")
-    again = match(ctx, "Plan the Q2 product launch")
+    first = asyncio.run(match(ctx, "Plan the Q2 product launch"))
+    again = asyncio.run(match(ctx, "Plan the Q2 product launch"))
     assert first == again and first["action"] == "new"
     assert texts(project, first["thread_id"]) == ["Plan the Q2 product launch"]
     # a continue, resumed, records the message once too
@@ -212,8 +214,8 @@ def test_a_resumed_step_finds_the_thread_it_created(project: Path) -> None:
                        idempotency_key="run-2/1/1", clock=FixedClock(datetime.fromisoformat(NOW)),
                        state_dir=project / ".chainlang" / "state", project=project)
     for _ in range(2):
-        assert match(later, "Q2 launch dates", first["thread_id"]) == {"action": "continue",
-                                                                        "thread_id": first["thread_id"]}
+        assert asyncio.run(match(later, "Q2 launch dates", first["thread_id"])) == {
+            "action": "continue", "thread_id": first["thread_id"]}
     assert texts(project, first["thread_id"]) == ["Plan the Q2 product launch", "Q2 launch dates"]
 
 

@@ -125,8 +125,9 @@ class _Candidate:
     strong: bool
 
 
-def match(ctx: "RunContext", message: str, thread_id: str | None = None) -> dict[str, Any]:
-    """Which thread the message belongs to (see the module's docstring)."""
+async def match(ctx: "RunContext", message: str, thread_id: str | None = None) -> dict[str, Any]:
+    """Which thread the message belongs to (see the module's docstring): decided lexically, or by
+    the model tier named by `[models] memory` in chainlang.toml among the ranked threads."""
     from chainlang.store import StoreError
 
     text = mask_secrets(message)
@@ -139,7 +140,11 @@ def match(ctx: "RunContext", message: str, thread_id: str | None = None) -> dict
             threads = store.list_threads()
             current = _current(threads, thread_id) if thread_id is not None else None
             candidates = _rank(store, [t for t in threads if t.status == "active"], message)
-            decision = _decide(candidates, current, message)
+            tier = _memory_tier(ctx)
+            if tier == "embedded":
+                decision = _decide(candidates, current, message)
+            else:
+                decision = await _model_match(ctx, tier, text, current, candidates)
             if decision["action"] == "new":
                 if store.get_thread(new_id) is not None:
                     raise ValueError(f"the thread id {new_id!r} derived from this step is taken by "
@@ -223,6 +228,63 @@ def _decide(candidates: list[_Candidate], current: "ThreadRecord | None", messag
                       "nor with any other thread"}
 
 
+MODEL_CANDIDATES = 10  # threads the model chooses among: the best lexical matches
+MATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"action": {"enum": ["continue", "suggest_switch", "suggest_new", "new"]},
+                   "thread_id": {"type": "string"}, "reason": {"type": "string", "maxLength": 500}},
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+
+def _memory_tier(ctx: "RunContext") -> str:
+    """The tier the thread and memory events ask (`[models] memory`), or "embedded"."""
+    tiers = getattr(getattr(ctx.models, "service", None), "tiers", None)
+    return str(getattr(tiers, "memory", "embedded"))
+
+
+async def _model_match(ctx: "RunContext", tier: str, message: str, current: "ThreadRecord | None",
+                       candidates: list[_Candidate]) -> dict[str, Any]:
+    """The tier's choice among the current thread and the best lexical candidates, checked:
+    only listed ids, `continue` only with a current thread, `new` only without one."""
+    from chainlang.llm.prompting import PromptError, messages
+    from chainlang.llm.tiers import ModelRequest
+    from chainlang.stdlib.agent import parse_answer
+
+    others = [c for c in candidates if current is None or c.thread.id != current.id][:MODEL_CANDIDATES]
+    listed = [{"thread_id": c.thread.id, "summary": c.thread.summary, "words_in_common": c.common[:8]}
+              for c in others]
+    try:
+        asked = messages("match", {"message": message, "candidates": listed,
+                                   "current": {"thread_id": current.id, "summary": current.summary}
+                                   if current is not None else None}, ctx.project)
+    except PromptError as exc:
+        raise ValueError(str(exc)) from None
+    answer = await ctx.models.ask(tier, ModelRequest("match", asked, MATCH_SCHEMA, "thread_match"))
+    who = f"the {tier} model"
+    decision: dict[str, Any] = parse_answer(answer.text, MATCH_SCHEMA, who)
+    action, chosen = decision["action"], decision.get("thread_id")
+    ids = {c.thread.id for c in others}
+    if action == "continue" and (current is None or chosen not in (None, current.id)):
+        raise ValueError(f"{who} answered continue {'without a current thread' if current is None else f'with {chosen!r}, not the current thread'}")
+    if action == "suggest_switch" and chosen not in ids:
+        raise ValueError(f"{who} suggested switching to {chosen!r}, which is not one of the threads it was shown")
+    if action == "new" and current is not None:
+        raise ValueError(f"{who} answered new although the message has a current thread: suggest_new is for that")
+    if action == "suggest_new" and current is None:
+        raise ValueError(f"{who} answered suggest_new without a current thread: new is for that")
+    out: dict[str, Any] = {"action": action}
+    if action == "continue":
+        assert current is not None
+        out["thread_id"] = current.id
+    elif action == "suggest_switch":
+        out["thread_id"] = chosen
+    if action != "continue" and decision.get("reason"):
+        out["reason"] = mask_secrets(str(decision["reason"]))
+    return out
+
+
 def _why(best: _Candidate, mine: _Candidate | None = None) -> str:
     words = ", ".join(repr(w) for w in best.common[:6])
     reason = f"the thread {best.thread.id!r}{_about(best.thread)} shares the words {words} with the message"
@@ -247,7 +309,7 @@ async def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
     from chainlang.store import StoreError
 
     moment = ctx.now()
-    tier = getattr(getattr(getattr(ctx.models, "service", None), "tiers", None), "memory", "embedded")
+    tier = _memory_tier(ctx)
     with open_store(project_of(ctx, "thread")) as store:
         try:
             thread = store.get_thread(thread_id)
