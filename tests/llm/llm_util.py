@@ -27,7 +27,6 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 START_TIMEOUT = 120.0  # seconds for the server to load the model and answer /v1/models
 STOP_TIMEOUT = 10.0
 CLI_TIMEOUT = 180.0
@@ -155,6 +154,14 @@ class Call:
             return str(self.answer["choices"][0]["message"]["content"])
         except (TypeError, KeyError, IndexError):
             return ""
+
+    @property
+    def kind(self) -> str:
+        """What was asked: the name of the answer's schema (decision, chain, next_event...)."""
+        try:
+            return str(self.request["response_format"]["json_schema"]["name"])
+        except (TypeError, KeyError):
+            return "text"
 
     @property
     def tokens(self) -> tuple[int, int]:
@@ -286,14 +293,27 @@ class Proxy:
 
 
 def summary(calls: list[Call]) -> list[str]:
-    """Lines for the end of the session: each real answer's time, and min/median/max."""
+    """Lines for the end of the session: each real answer's time, and min/median/max, in all and
+    by kind of request (the name of the schema it asked for: decision, chain...)."""
     chat = [c for c in calls if c.path.endswith("/chat/completions") and c.status == 200 and not c.client_gone]
     if not chat:
         return ["no model answers"]
-    lines = [f"{c.test}: {c.seconds:.2f}s ({c.tokens[0]} prompt + {c.tokens[1]} answer tokens)" for c in chat]
-    times = sorted(c.seconds for c in chat)
-    lines.append(f"{len(times)} answers: min {times[0]:.2f}s, median {statistics.median(times):.2f}s, "
-                 f"max {times[-1]:.2f}s, total {sum(times):.1f}s")
+    lines = [f"{c.test} [{c.kind}]: {c.seconds:.2f}s ({c.tokens[0]} prompt + {c.tokens[1]} answer tokens)"
+             for c in chat]
+
+    def stats(label: str, group: list[Call]) -> str:
+        times = sorted(c.seconds for c in group)
+        answer = sorted(c.tokens[1] for c in group)
+        rates = [c.answer.get("timings") or {} for c in group]
+        reading = statistics.median(r.get("prompt_per_second", 0.0) for r in rates)
+        writing = statistics.median(r.get("predicted_per_second", 0.0) for r in rates)
+        return (f"{label}: {len(times)} answers, min {times[0]:.2f}s, median {statistics.median(times):.2f}s, "
+                f"max {times[-1]:.2f}s, total {sum(times):.1f}s; answer tokens median {statistics.median(answer):.0f}; "
+                f"the server read {reading:.0f} and wrote {writing:.0f} tokens/s (medians)")
+
+    for kind in sorted({c.kind for c in chat}):
+        lines.append(stats(kind, [c for c in chat if c.kind == kind]))
+    lines.append(stats("all", chat))
     return lines
 
 
@@ -320,9 +340,53 @@ def records(transcript: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
 
 
-def transcript_of(proc: subprocess.CompletedProcess[str], cwd: Path) -> Path:
-    """The transcript a run names on its first stderr line (`transcript: PATH`)."""
-    for line in proc.stderr.splitlines():
-        if line.startswith("transcript: "):
-            return cwd / line.split(": ", 1)[1].strip()
-    raise AssertionError(f"no transcript line in:\n{proc.stderr}")
+# -- projects --------------------------------------------------------------------------------
+
+
+TOOLS = '''
+from typing import Any
+from chainlang import event
+
+
+@event("room.book", description="Book a meeting room for a number of people", idempotent=True)
+def book(room: str, people: int) -> dict[str, Any]:
+    return {"room": room, "people": people}
+
+
+@event("note.keep", description="Keep a note about a message", idempotent=True)
+def keep(text: str) -> dict[str, Any]:
+    return {"kept": text}
+
+
+@event("wait.pause", description="Wait a while", idempotent=True)
+async def pause(ms: int) -> int:
+    import asyncio
+    await asyncio.sleep(ms / 1000)
+    return ms
+'''
+
+
+def write_project(project: Path, toml: str, chain: str) -> Path:
+    """A project with the tools above (tools.py), chainlang.toml (`toml` after the tools line)
+    and the chain t.chain.yaml, which must check clean."""
+    (project / "tools.py").write_text(TOOLS, encoding="utf-8")
+    (project / "chainlang.toml").write_text(f'tools = ["tools.py"]\n\n{toml}', encoding="utf-8")
+    path = project / "t.chain.yaml"
+    path.write_text(chain, encoding="utf-8")
+    checked = cli(project, "check", path.name)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return path
+
+
+def run(project: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], float]:
+    """chainlang run t.chain.yaml with its transcript in run.jsonl: the process, the records, the time."""
+    started = time.monotonic()
+    proc = cli(project, "run", "t.chain.yaml", "--transcript", "run.jsonl", "--json", "--progress", "plain", *args)
+    return proc, records(project / "run.jsonl"), time.monotonic() - started
+
+
+def the_decision(recs: list[dict[str, Any]], step: str) -> dict[str, Any]:
+    """The one `decide` record of `step` (its position, "1", as transcripts name steps)."""
+    decisions = [r for r in recs if r["type"] == "decide" and r["step"] == step]
+    assert len(decisions) == 1, decisions
+    return decisions[0]

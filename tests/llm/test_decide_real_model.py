@@ -22,60 +22,20 @@ from typing import Any
 
 import jsonschema
 
-from llm_util import Proxy, cli, closed_port, records
-
-TOOLS = '''
-from typing import Any
-from chainlang import event
-
-
-@event("room.book", description="Book a meeting room for a number of people", idempotent=True)
-def book(room: str, people: int) -> dict[str, Any]:
-    return {"room": room, "people": people}
-
-
-@event("note.keep", description="Keep a note about a message", idempotent=True)
-def keep(text: str) -> dict[str, Any]:
-    return {"kept": text}
-
-
-@event("wait.pause", description="Wait a while", idempotent=True)
-async def pause(ms: int) -> int:
-    import asyncio
-    await asyncio.sleep(ms / 1000)
-    return ms
-'''
+from llm_util import Proxy, cli, closed_port, records, run, the_decision, write_project
 
 BOOK_SCHEMA = {"type": "object", "properties": {"room": {"type": "string"}, "people": {"type": "integer"}},
                "required": ["room", "people"]}
 
 
 def setup(project: Path, decide: dict[str, str], chain: str) -> Path:
-    """A project with the tools above, chainlang.toml's [decide] table, and the chain."""
-    (project / "tools.py").write_text(TOOLS, encoding="utf-8")
+    """A project with the tools of llm_util, chainlang.toml's [decide] table, and the chain."""
     table = "".join(f'{key} = "{value}"\n' for key, value in decide.items())
-    (project / "chainlang.toml").write_text(f'tools = ["tools.py"]\n\n[decide]\n{table}', encoding="utf-8")
-    path = project / "t.chain.yaml"
-    path.write_text(chain, encoding="utf-8")
-    assert cli(project, "check", path.name).returncode == 0
-    return path
+    return write_project(project, f"[decide]\n{table}", chain)
 
 
 def decide_table(model: Proxy, **extra: str) -> dict[str, str]:
     return {"base_url": model.url, "model": "smollm2-135m-instruct", **extra}
-
-
-def run(project: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], float]:
-    """chainlang run t.chain.yaml with a known transcript; the process, the records, the time."""
-    started = time.monotonic()
-    proc = cli(project, "run", "t.chain.yaml", "--transcript", "run.jsonl", "--json", "--progress", "plain", *args)
-    return proc, records(project / "run.jsonl"), time.monotonic() - started
-
-
-def the_decision(recs: list[dict[str, Any]], step: str) -> dict[str, Any]:
-    decisions = [r for r in recs if r["type"] == "decide" and r["step"] == step]
-    assert len(decisions) == 1, decisions
-    return decisions[0]
 
 
 def assert_documented_outcome(proc: subprocess.CompletedProcess[str], recs: list[dict[str, Any]], step: str,
