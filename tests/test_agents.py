@@ -206,6 +206,10 @@ rules:
       - '"tools.now"'
       - {steps: ["tools.now"]}
       - {chain: [{"t.echo": {"value": "shaped"}}]}
+  # valid, but its step fails when it runs
+  - task: chain
+    when: "plan-fails-later"
+    answer: {chain: ["tools.now", {"tools.date_calc": {"from": "the day after never"}}]}
 """
 
 REPAIRS = """\
@@ -220,6 +224,8 @@ steps:
     on_error: continue
   - id: shapes
     agent.chain: {plan: "plan-shapes", max_repairs: 3}
+  - agent.chain: {plan: "plan-fails-later"}
+    on_error: continue
 outputs:
   once: "{once.result.result}"
   once_repairs: "{once.repairs}"
@@ -239,7 +245,8 @@ def test_the_checker_s_errors_go_back_to_the_model_at_most_max_repairs_times(pro
         ("1", "chain"), ("1", "repair"),
         ("2", "chain"), ("2", "repair"), ("2", "repair"),  # max_repairs defaults to 2
         ("3", "chain"),  # max_repairs: 0: refused at once
-        ("4", "chain"), ("4", "repair"), ("4", "repair"), ("4", "repair")]
+        ("4", "chain"), ("4", "repair"), ("4", "repair"), ("4", "repair"),
+        ("5", "chain")]
     # a repair is the conversation so far, the refused answer, and the checker's errors
     repair = calls[1]
     roles = [m["role"] for m in repair["request"]["messages"]]
@@ -264,6 +271,10 @@ def test_the_checker_s_errors_go_back_to_the_model_at_most_max_repairs_times(pro
     assert "the heavy model's answer does not match the schema it was given" in shapes[1]
     assert "the heavy model's answer does not match the schema it was given" in shapes[2]
     assert done["4/1"]["event"] == "t.echo"
+    # a chain that fails when it runs fails the step, naming where
+    assert done["5/1"]["status"] == "ok" and done["5/2"]["status"] == "failed"
+    later = done["5"]["error"]["message"]
+    assert later.startswith("the chain agent.chain wrote failed at step 5/2: "), later
 
 
 ALLOW_RULES = """\
@@ -637,6 +648,13 @@ def test_an_endpoint_that_is_down_is_a_clear_step_error(project: Path) -> None:
     assert message.startswith(f"agent.chain: cannot reach the fast model at http://127.0.0.1:{port}/v1/chat/completions: ")
     assert message.endswith(" (3 tries)") and "\n" not in message
     assert "cannot reach the fast model at" in proc.stderr
+    # a key that is not in the environment: said before anything is sent
+    with (project / "chainlang.toml").open("a", encoding="utf-8") as toml:
+        toml.write('api_key_env = "CHAINLANG_TEST_NO_SUCH_KEY"\n')
+    run(project, "d.chain.yaml", code=1, transcript="key.jsonl")
+    assert finished(records(project, "key.jsonl"))["1"]["error"]["message"] == (
+        "agent.chain: the fast model's API key is read from the environment variable CHAINLANG_TEST_NO_SUCH_KEY, "
+        "which is not set")
 
 
 # -- configuration and prompts ---------------------------------------------------------------
