@@ -62,7 +62,7 @@ ENVELOPE = {"type": "x", "run_id": "r", "seq": 1, "ts": "2025-01-02T03:04:05.678
 FULL: list[Record] = [
     RunStarted(chain="deploy", file="/p/deploy.yaml", file_sha256="ab" * 32, inputs={"env": "prod"},
                now="2025-01-02T03:04:05Z", started_at="2025-01-02T03:04:05Z", tools=["mod"], resumed=True,
-               emit={"event": "mail.got", "data": {"a": 1}, "id": "k1"}),
+               emit={"event": "mail.got", "data": {"a": 1}, "id": "k1"}, thread="t1"),
     StepStarted(step="3.1", event="tools.x", attempt=2, params={"a": [1, None]}, max_attempts=3),
     StepProgress(step="3.1", event="tools.x", message="half", fraction=0.5),
     Decide(step="3.1", event="tools.x", asked={"condition": "x", "errors": [], "params": {}}, action="continue",
@@ -94,7 +94,7 @@ MINIMAL: list[Record] = [
 ]
 
 ORDER: dict[str, list[str]] = {
-    "run_started": ["chain", "file", "file_sha256", "inputs", "now", "started_at", "tools", "resumed", "emit"],
+    "run_started": ["chain", "file", "file_sha256", "inputs", "now", "started_at", "tools", "resumed", "emit", "thread"],
     "step_started": ["step", "event", "attempt", "max_attempts", "params"],
     "step_progress": ["step", "event", "message", "fraction"],
     "decide": ["step", "event", "asked", "action", "params", "reason", "source"],
@@ -107,7 +107,7 @@ ORDER: dict[str, list[str]] = {
     "model_call": ["step", "tier", "model", "task", "request", "answer", "usage", "duration_ms", "error"],
 }
 OPTIONAL: dict[str, set[str]] = {
-    "run_started": {"emit"},
+    "run_started": {"emit", "thread"},
     "step_started": {"max_attempts"},
     "step_progress": {"fraction"},
     "decide": {"params"},
@@ -136,7 +136,7 @@ NULLABLE: dict[str, set[str]] = {
 KIND: dict[str, dict[str, str | None]] = {
     "run_started": {"chain": "a string", "file": "a string", "file_sha256": "a string", "inputs": "an object",
                     "now": "a string", "started_at": "a string", "tools": "an array", "resumed": "a boolean",
-                    "emit": "an object"},
+                    "emit": "an object", "thread": "a string"},
     "step_started": {"step": "a string", "event": "a string", "attempt": "an integer", "max_attempts": "an integer",
                      "params": None},
     "step_progress": {"step": "a string", "event": "a string", "message": "a string", "fraction": "a number"},

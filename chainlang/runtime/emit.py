@@ -270,8 +270,14 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
     limits = ExecutionGraph(file=str(project.root), name=None, nodes=(), outputs={}, inputs={}, max_steps=1000,
                             max_depth=8, timeout=None, max_parallel=16, allow=None, hooks=(),
                             bindings=ChainBindings())
+    from chainlang.runtime.threads import CURRENT, ThreadLink, ThreadRecorder
+
+    # a hook action's thread.match may attach the emit to a thread; {thread.ID.KEY} reads the store
+    clock = FixedClock(pinned) if pinned else SystemClock()
+    link = ThreadLink(project.root, run_id, None, clock, lambda: project.loader.graphs.values())
     state = RunState(run_id=run_id, registry=project.registry, record=record, commit=writer.commit, decider=decider,
-                     clock=FixedClock(pinned) if pinned else SystemClock(), state_dir=project.root / ".chainlang" / "state",
+                     interceptors=(ThreadRecorder(link),),
+                     clock=clock, state_dir=project.root / ".chainlang" / "state",
                      facts={"id": run_id, "chain": None, "started_at": header["started_at"]}, max_steps=1000,
                      replay=replay, notify=lambda text: shown(redactor.mask(text)), load_chain=project.loader,
                      hooks=project.hooks, project=project.root, base_registry=project.loader.registry)
@@ -281,6 +287,7 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
     actions = state.actions = HookActions(state)
     start = time.perf_counter()
     status, error = "failed", None
+    linked = CURRENT.set(link)
     try:
         started = decode({"type": "run_started", **header})
         assert isinstance(started, RunStarted)
@@ -311,6 +318,8 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
             raise
         record(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
     finally:
+        CURRENT.reset(linked)
+        link.close()
         writer.close()
         if view is not None:
             view.close()

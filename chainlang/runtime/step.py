@@ -72,7 +72,7 @@ class StepPipeline:
             if done is not None and not replay.retries_left(ipath, done):
                 self.replayed(node, scope, ipath, done)
                 if done.status == "ok" and self.interceptors:  # post hooks decide again from what was recorded
-                    again = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file)
+                    again = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id)
                     started = replay.started.get(ipath)
                     for interceptor in self.interceptors:
                         await interceptor.after(again, started.params if started else {}, done.result)
@@ -82,7 +82,7 @@ class StepPipeline:
                                       "skipped on resume (--skip)")
                 return
         rt = self.resolve(node, scope, ipath, name)
-        info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file) if self.interceptors else None
+        info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id) if self.interceptors else None
         if info is not None:
             for interceptor in self.interceptors:
                 refused = interceptor.admit(info)
