@@ -573,8 +573,6 @@ def test_an_openai_endpoint_is_asked_for_json_by_schema_and_its_usage_recorded(p
     assert KEY not in (project / "run.jsonl").read_text(encoding="utf-8")
 
 
-@pytest.mark.xfail(strict=True, reason="runner.run_secrets registers only [decide]'s api_key_env as a secret of "
-                                       "the run, not those of [models.*]")
 def test_a_tier_s_api_key_never_reaches_the_transcript(project: Path, endpoint: Endpoint) -> None:
     (project / "chainlang.toml").write_text('tools = ["tt.py"]\n' + endpoint.toml(), encoding="utf-8")
     # the model repeats the key it was sent (as a careless proxy may): the transcript must not
@@ -795,8 +793,6 @@ outputs:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="resume gives the recorded answers of a step's failed attempt to its next "
-                                       "attempt (chainlang/runtime/resume.py _replay_of keeps them across attempts)")
 def test_a_resumed_retry_asks_again_instead_of_reusing_the_failed_attempt_s_answer(project: Path) -> None:
     write(project, "answers.yaml", "rules:\n  - task: think\n    answer: {event: agent.other}\n")
     chain = write(project, "r.chain.yaml", RETRIED)

@@ -431,3 +431,27 @@ def test_a_thread_match_in_a_sub_chain_attaches_the_run(project: Path) -> None:
     thread_id = outputs(run(project, name))["thread"]
     assert [(e, k, s) for e, k, s, _ in events(project, thread_id)] == [
         ("user.input", None, "2/1"), ("thread.match", None, "2/1"), ("chain.run", None, "2"), ("t.echo", "after", "3")]
+
+
+def test_an_emits_hook_action_attaches_at_its_thread_match_and_reads_threads(project: Path) -> None:
+    """chainlang emit: the action's thread.match attaches it (its later steps are recorded in the
+    thread) and {thread.ID.KEY} reads the store there as in a run."""
+    create(project, "t1", "pricing review with Sarah")
+    (project / "mail.hooks.yaml").write_text(textwrap.dedent("""\
+        events:
+          mail.got:
+            payload: {type: object, properties: {subject: {type: string}}, required: [subject]}
+        hooks:
+          - id: route
+            trigger: post:mail.got
+            action:
+              - thread.match: {message: "{event.result.subject}"}
+              - id: seen
+                t.echo: {value: "{thread.t1.summary}"}
+        """), encoding="utf-8")
+    proc = cli(project, "emit", "mail.got", "--data", json.dumps({"subject": "Budget numbers for the offsite"}))
+    assert proc.returncode == 0, proc.stderr
+    made = [t for t in json.loads(cli(project, "threads", "--json").stdout)["threads"] if t["thread_id"] != "t1"]
+    assert len(made) == 1, made
+    got = events(project, made[0]["thread_id"])
+    assert ("t.echo", "seen", {"value": "pricing review with Sarah"}) in [(e, k, r) for e, k, _s, r in got]

@@ -151,6 +151,9 @@ def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[st
             clock = decode(rec)
             if isinstance(clock, Clock) and clock.step is not None:
                 replay.clock.setdefault(clock.step, []).append(clock.value)
+        elif kind == "step_finished" and rec.get("status") != "cancelled":
+            # an attempt that ended: its answers were its own; a retry (or a rerun) asks again
+            replay.model_calls.pop(str(rec.get("step")), None)
         elif kind == "model_call":
             call = decode(rec)
             if isinstance(call, ModelCall):

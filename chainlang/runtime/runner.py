@@ -305,18 +305,19 @@ def _stderr(text: str) -> None:
 
 
 def run_secrets(config: "ProjectConfig | None") -> Redactor:
-    """The run's redaction service: the secrets it knows of when it starts (the decide
-    model's API key, read from the variable that `api_key_env` names)."""
-    key = _api_key(config)
-    return Redactor([key] if key else [])
+    """The run's redaction service: the secrets it knows of when it starts (the API keys of
+    the model tiers and of [decide], read from the variables that their `api_key_env` name)."""
+    return Redactor(_api_keys(config))
 
 
-def _api_key(config: "ProjectConfig | None") -> str | None:
-    decide = config.decide if config is not None else None
-    if decide is None or not decide.api_key_env:
-        return None
-    value = os.environ.get(decide.api_key_env)
-    return value if value and len(value) >= 4 else None
+def _api_keys(config: "ProjectConfig | None") -> list[str]:
+    if config is None:
+        return []
+    tables: list[Any] = [config.decide]
+    if config.models is not None:
+        tables += [config.models.heavy, config.models.fast, config.models.light]
+    values = [os.environ.get(t.api_key_env) or "" for t in tables if t is not None and t.api_key_env]
+    return [v for v in values if len(v) >= 4]
 
 
 def run(path: str | os.PathLike[str], inputs: dict[str, Any] | None = None, **options: Any) -> RunResult:

@@ -72,7 +72,8 @@ class ChainedDecider:
             message = f"{request.event}: a decide model is needed ({why}); {_HOW_TO_CONFIGURE}"
         else:
             message = (f"{request.event}: neither the embedded decider nor the decide model could decide ({why}); "
-                       f'check the [decide] endpoint in chainlang.toml, or set fallback = "skip" or "break" there')
+                       f'check the light tier\'s endpoint in chainlang.toml ([models.light], or [decide]; without them the '
+                       f'tier it borrows), or set fallback = "skip" or "break" in [decide]')
         raise DecisionNeeded(message, request.event, tuple(reasons))
 
     async def aclose(self) -> None:
