@@ -455,3 +455,14 @@ def test_an_emits_hook_action_attaches_at_its_thread_match_and_reads_threads(pro
     assert len(made) == 1, made
     got = events(project, made[0]["thread_id"])
     assert ("t.echo", "seen", {"value": "pricing review with Sarah"}) in [(e, k, r) for e, k, _s, r in got]
+
+
+def test_a_result_with_a_key_naming_a_secret_is_stored_masked(project: Path) -> None:
+    create(project, "t1")
+    name = chain(project, """\
+        steps:
+          - t.echo: {value: {user: sarah, password: hunter2secret, api_key: abcdefgh1234, note: "token=zzz9999"}}
+        """)
+    run(project, name, "--thread", "t1")
+    stored = events(project, "t1")
+    assert stored[-1][3] == {"value": {"user": "sarah", "password": "***", "api_key": "***", "note": "token=***"}}

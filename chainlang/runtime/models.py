@@ -147,7 +147,6 @@ def run_models(run: "RunState", decider: Any, max_calls: int | None, max_tokens:
 
 # a JSON string literal; a key that names a secret ("password", "api_key", "access_token"...)
 _LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
-_SECRET_KEY = re.compile(r"(?i)[\w-]*(?:password|passwd|pwd|secret|token|api[_-]?key)")
 _SECRET_BEFORE = re.compile(r"(?i)\b(?:password|passwd|pwd|secret|token|api[_-]?key)\s*[:=]\s*$")
 
 
@@ -156,7 +155,7 @@ def _mask(text: str) -> str:
     mask never eats the quote that ends a string, so an answer that was JSON stays JSON (it
     is used as it is recorded), and the value of a key that names a secret is masked whole,
     also in JSON written inside a string (a tool's result quoted in a prompt's data)."""
-    from chainlang.stdlib.lexical import mask_secrets
+    from chainlang.stdlib.lexical import SECRET_KEY, mask_secrets
 
     out: list[str] = []
     last, key = 0, False
@@ -173,7 +172,7 @@ def _mask(text: str) -> str:
             secret = (key and gap.strip() == ":") or _SECRET_BEFORE.search(gap) is not None
             masked = "***" if secret and value else _mask(value)  # it may hold JSON text in turn
             out.append(literal if masked == value else _encoded(masked, literal))
-            key = _SECRET_KEY.fullmatch(value) is not None
+            key = SECRET_KEY.fullmatch(value) is not None
         last = match.end()
     out.append(mask_secrets(text[last:]))
     return "".join(out)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-__all__ = ["STOPWORDS", "bm25_scores", "entities", "keywords", "mask_secrets", "mentions", "name_phrases", "names",
+__all__ = ["SECRET_KEY", "STOPWORDS", "bm25_scores", "mask_value", "entities", "keywords", "mask_secrets", "mentions", "name_phrases", "names",
            "summarize", "tokens"]
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
@@ -178,6 +178,23 @@ _SECRETS = [
     re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)\b(\s*[:=]\s*|\s+is\s+)(\S+)"),
     re.compile(r"\b(?=[A-Za-z0-9+/_-]{32,}\b)(?=[^\s]*\d)(?=[^\s]*[A-Za-z])[A-Za-z0-9+/_-]{32,}={0,2}"),
 ]
+
+
+# a key that names a secret: its value is masked whole ("password", "api_key", "access_token"...)
+SECRET_KEY = re.compile(r"(?i)[\w-]*(?:password|passwd|pwd|secret|token|api[_-]?key)")
+
+
+def mask_value(value: Any) -> Any:
+    """A JSON value with every text masked (`mask_secrets`), and the value of every key that
+    names a secret (`SECRET_KEY`) replaced by `***` whole."""
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, list):
+        return [mask_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: "***" if isinstance(k, str) and SECRET_KEY.fullmatch(k) and v not in (None, "", {}, [])
+                else mask_value(v) for k, v in value.items()}
+    return value
 
 
 def mask_secrets(text: str) -> str:

@@ -78,16 +78,11 @@ class ThreadEvent:
 
 
 def masked(value: Any) -> Any:
-    """`value` (JSON) with every text in it passed through `lexical.mask_secrets`."""
-    from chainlang.stdlib.lexical import mask_secrets
+    """`value` (JSON) with its secrets masked: every text (`lexical.mask_secrets`), and the value
+    of a key that names one (password, api_key, access_token...) whole."""
+    from chainlang.stdlib.lexical import mask_value
 
-    if isinstance(value, str):
-        return mask_secrets(value)
-    if isinstance(value, list):
-        return [masked(v) for v in value]
-    if isinstance(value, dict):
-        return {k: masked(v) for k, v in value.items()}
-    return value
+    return mask_value(value)
 
 
 class ThreadMethods:
