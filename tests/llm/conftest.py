@@ -69,6 +69,7 @@ def model(proxy: Proxy, request: pytest.FixtureRequest) -> Iterator[Proxy]:
     finally:
         proxy.wait_idle()
         proxy.test = ""
+        proxy.sampling = {}
 
 
 @pytest.fixture()

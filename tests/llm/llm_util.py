@@ -146,6 +146,7 @@ class Call:
     seconds: float = 0.0
     answer: Any = None  # the JSON answer, or None
     client_gone: bool = False  # the client had given up (its timeout) when the answer came
+    told: bool = False  # asked with the test's sampling (prompts that have the model copy an answer)
 
     @property
     def content(self) -> str:
@@ -159,9 +160,10 @@ class Call:
     def kind(self) -> str:
         """What was asked: the name of the answer's schema (decision, chain, next_event...)."""
         try:
-            return str(self.request["response_format"]["json_schema"]["name"])
+            name = str(self.request["response_format"]["json_schema"]["name"])
         except (TypeError, KeyError):
-            return "text"
+            name = "text"
+        return f"{name}, told" if self.told else name
 
     @property
     def tokens(self) -> tuple[int, int]:
@@ -172,8 +174,9 @@ class Call:
 
 @dataclass
 class Proxy:
-    """A loopback HTTP/1.1 proxy to `upstream` that keeps a `Call` per request, and lowers
-    a chat request's max_tokens to `max_tokens` (`Call.request` is what the client sent)."""
+    """A loopback HTTP/1.1 proxy to `upstream` that keeps a `Call` per request, lowers a chat
+    request's max_tokens to `max_tokens` and adds `sampling` (`Call.request` is what the
+    client sent)."""
 
     upstream: str
     calls: list[Call] = field(default_factory=list)
@@ -183,6 +186,9 @@ class Proxy:
     # n_predict does not bound a request's max_tokens): a 135M model under a JSON schema can
     # nest objects until its limit, and 1,024 tokens on a busy core take minutes
     max_tokens: int = 256
+    # sampling settings for the chat requests that do not set them, as a server's defaults
+    # would be (a test that has the model copy a text turns the repeat penalty off)
+    sampling: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
@@ -237,9 +243,13 @@ class Proxy:
                     parsed = None
                 call = Call(proxy.test, self.command, self.path, parsed)
                 if self.path.endswith("/chat/completions") and isinstance(parsed, dict):
+                    sent = {**proxy.sampling, **parsed}
+                    call.told = bool(proxy.sampling)
                     asked = parsed.get("max_tokens")
                     if not isinstance(asked, int) or asked > proxy.max_tokens:
-                        body = json.dumps({**parsed, "max_tokens": proxy.max_tokens}).encode("utf-8")
+                        sent["max_tokens"] = proxy.max_tokens
+                    if sent != parsed:
+                        body = json.dumps(sent).encode("utf-8")
                 started = time.monotonic()
                 conn = http.client.HTTPConnection(upstream.hostname or "127.0.0.1", upstream.port, timeout=600)
                 try:

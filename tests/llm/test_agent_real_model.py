@@ -234,3 +234,40 @@ def test_a_tier_that_is_not_configured_borrows_one_and_a_down_endpoint_is_a_clea
     assert [r["tier"] for r in model_calls(recs)] == ["light"]
     assert proc.stderr.strip().splitlines()[-1].startswith("run failed: agent.chain: cannot reach the light model")
     assert seconds < 15
+
+
+# the project's prompts (prompts/ replaces chainlang's own) have the model copy a chain: one the
+# checker refuses (note.keep has no param `txt`), then, in the repair, the corrected one
+COPY_PROMPTS = {
+    "chain.system.j2": "Answer with JSON only.\n",
+    "chain.user.j2": 'Say exactly: {"chain": ["tools.now", {"note.keep": {"txt": "today is {tools.now.weekday}"}}]}\n',
+    "chain.repair.j2": ("The checker refused that chain:\n{% for problem in problems %}- {{ problem }}\n{% endfor %}"
+                        'Say exactly: {"chain": ["tools.now", {"note.keep": {"text": "today is {tools.now.weekday}"}}]}\n'),
+}
+
+
+def test_a_chain_the_checker_refuses_goes_back_with_its_diagnostics_and_the_repair_runs(model: Proxy,
+                                                                                      project: Path) -> None:
+    """The real model and server, with prompts that make its answers known: greedy decoding
+    copies a short JSON text exactly (the repeat penalty off: it penalises copying), so the
+    path is the same every time: refused by the checker, sent back, repaired, run."""
+    (project / "prompts").mkdir()
+    for name, text in COPY_PROMPTS.items():
+        (project / "prompts" / name).write_text(text, encoding="utf-8")
+    model.sampling = {"repeat_penalty": 1.0}
+    write_project(project, tier("fast", model.url), PLAN_CHAIN.replace("MAX_REPAIRS", "1"))
+    proc, recs, seconds = run(project, "--now", "2026-01-07T09:00:00+00:00")
+    calls = model.chat_calls(model.test)
+    assert [r["task"] for r in model_calls(recs)] == ["chain", "repair"], [c.content for c in calls]
+    assert json.loads(calls[0].content) == {"chain": ["tools.now", {"note.keep": {"txt": "today is {tools.now.weekday}"}}]}
+    diagnostics = calls[1].request["messages"][-1]["content"]
+    assert diagnostics.startswith("The checker refused that chain:\n- line ") and "txt" in diagnostics, diagnostics
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(proc.stdout)["made"]
+    assert made["repairs"] == 1 and made["result"] == {"kept": "today is Wednesday"}
+    assert made["chain"] == ["tools.now", {"note.keep": {"text": "today is {tools.now.weekday}"}}]
+    ran = [(r["step"], r["event"], r["status"]) for r in recs if r["type"] == "step_finished"]
+    assert ran == [("1/1", "tools.now", "ok"), ("1/2", "note.keep", "ok"), ("1", "agent.chain", "ok")]
+    after = resume_after_last_model_call(project, model)
+    assert finished(after, "1")["result"] == finished(recs, "1")["result"]
+    print(f"\n[run] {model.test}: refused ({diagnostics.splitlines()[1][:120]}), repaired, ran; run {seconds:.2f}s")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 from llm_util import Proxy, cli, closed_port, records, run, the_decision, write_project
 
@@ -276,3 +277,46 @@ steps:
     assert decision["action"] == "break" and decision["source"] == "fallback"
     assert "cannot reach the decide model" in decision["reason"]
     assert not [r for r in recs if r["type"] == "step_started" and r["step"] == "2"]
+
+
+# -- each of the three answers, end to end ------------------------------------------------------
+
+
+ANSWERS = {
+    "continue": '{"action": "continue", "params": {"room": "Blue", "people": 12}}',
+    "skip": '{"action": "skip"}',
+    "break": '{"action": "break"}',
+}
+
+
+@pytest.mark.parametrize("action", list(ANSWERS))
+def test_each_answer_of_the_model_takes_effect(model: Proxy, project: Path, action: str) -> None:
+    """The project's prompts (prompts/decide.*.j2 replace chainlang's) have the model copy a
+    known decision (greedy decoding copies a short text exactly with the repeat penalty off),
+    so that each documented path is taken through the real server every time: continue runs
+    the event with the model's params, skip skips the step, break stops the chain."""
+    (project / "prompts").mkdir()
+    (project / "prompts" / "decide.system.j2").write_text("Answer with JSON only.\n", encoding="utf-8")
+    (project / "prompts" / "decide.user.j2").write_text(f"Say exactly: {ANSWERS[action]}\n", encoding="utf-8")
+    model.sampling = {"repeat_penalty": 1.0}
+    setup(project, decide_table(model), """
+inputs:
+  how_many: {type: string, description: how many people, as the user typed it}
+steps:
+  - room.book: {room: Blue, people: "{inputs.how_many}"}
+  - note.keep: {text: after}
+outputs: {booked: "{room.book}", after: "{note.keep}"}
+""")
+    proc, recs, seconds = run(project, "--input", "how_many=a dozen")
+    assert [json.loads(c.content) for c in model.chat_calls(model.test)] == [json.loads(ANSWERS[action])]
+    decision = assert_documented_outcome(proc, recs, "1", BOOK_SCHEMA)
+    assert (decision["action"], decision["source"]) == (action, "model")
+    outputs = json.loads(proc.stdout)
+    if action == "continue":
+        assert outputs == {"booked": {"room": "Blue", "people": 12}, "after": {"kept": "after"}}
+    elif action == "skip":
+        assert outputs == {"booked": None, "after": {"kept": "after"}} and recs[-1]["status"] == "ok"
+    else:
+        assert recs[-1]["status"] == "broken" and proc.returncode == 0
+        assert not [r for r in recs if r["type"] == "step_started" and r["step"] == "2"]
+    print(f"\n[run] {model.test}: {action} as told; run {seconds:.2f}s")
