@@ -44,6 +44,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/run_bench.py
 	$(BIN)/python benchmarks/hooks_bench.py
 	$(BIN)/python benchmarks/serve_bench.py
+	$(BIN)/python benchmarks/agents_bench.py
 
 clean:
 	rm -rf $(VENV) site dist build .pytest_cache

@@ -45,6 +45,12 @@ def _environment() -> Any:
     return env
 
 
+@lru_cache(maxsize=64)
+def _compiled(text: str) -> Any:
+    """A template's text compiled once (a run renders the same few prompts many times)."""
+    return _environment().from_string(text)
+
+
 def _source(name: str, project: Path | None) -> tuple[str, str]:
     """(template text, where it comes from): the project's `prompts/NAME`, else the shipped one."""
     if project is not None:
@@ -61,7 +67,7 @@ def render(name: str, values: dict[str, Any], project: Path | None = None) -> st
     """The template `name` rendered with `values`."""
     text, where = _source(name, project)
     try:
-        return str(_environment().from_string(text).render(**values)).strip()
+        return str(_compiled(text).render(**values)).strip()
     except Exception as exc:  # Jinja's errors, and what an expression raised: {{ 1/0 }}, a filter's wrong arguments
         raise PromptError(f"{where}: {type(exc).__name__}: {exc}") from None
 
