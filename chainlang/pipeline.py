@@ -54,14 +54,20 @@ def is_chain_file(name: str) -> bool:
     return name.endswith(CHAIN_SUFFIXES) or name.endswith(HOOKS_SUFFIXES)
 
 
-def discover(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """Files to check: files as given, and every chain/hooks file below each directory (sorted)."""
+def discover(paths: Iterable[str | os.PathLike[str]], nested: list[str] | None = None) -> list[str]:
+    """Files to check: files as given, and every chain/hooks file below each directory (sorted).
+    Given `nested`, a directory below one of `paths` that has a chainlang.toml of its own is
+    another project: it is not searched, and its path is added to `nested`."""
     found: list[str] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             below: list[str] = []
             for root, dirs, files in os.walk(path):
+                if nested is not None and root != os.fspath(raw) and _CONFIG_NAME in files:
+                    nested.append(root)
+                    dirs[:] = []
+                    continue
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
                 # regular files only: a FIFO or device named x.chain.yaml would block or never end
                 below.extend(p for f in files if is_chain_file(f) and os.path.isfile(p := os.path.join(root, f)))
@@ -78,6 +84,9 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     for item in found:
         unique.setdefault(os.path.realpath(item), _display(item))
     return list(unique.values())
+
+
+_CONFIG_NAME = "chainlang.toml"
 
 
 def _nothing_found(paths: Sequence[str | os.PathLike[str]]) -> str:
@@ -230,7 +239,7 @@ def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]
         raise UsageError(str(exc)) from None
     root = Path(config.root) if config is not None else (start_dir or Path.cwd())
     dirs = [str(Path(config.root) / d) for d in (getattr(config, "chains", None) or [])] if config is not None else []
-    paths = discover(d for d in dirs if Path(d).is_dir())
+    paths = discover((d for d in dirs if Path(d).is_dir()), nested=[])  # a nested project's chains are its own
     seen = {os.path.realpath(p) for p in paths} | exclude
     paths.extend(p for p in project_hook_paths(root, recursive=config is not None) if os.path.realpath(p) not in seen)
     from chainlang.tasks.stored import stored_hook_files
@@ -251,6 +260,9 @@ def project_hook_paths(root: Path, *, recursive: bool = True) -> list[str]:
     for where, dirs, files in os.walk(root):
         if not recursive:
             dirs[:] = []
+        elif where != os.fspath(root) and _CONFIG_NAME in files:  # a nested project: its hooks are its own
+            dirs[:] = []
+            continue
         seen_dirs += 1
         if seen_dirs > MAX_PROJECT_DIRS:
             raise UsageError(f"{root}: more than {MAX_PROJECT_DIRS:,} directories to search for *.hooks.yaml files; "
@@ -282,9 +294,15 @@ def check_files(
 
     chainlang.toml is looked for from the first path upwards, so checking one file of a
     project sees the project's tools and named chains."""
-    names = discover(paths)
-    if not names:
+    nested: list[str] = []
+    names = discover(paths, nested)
+    if not names and not nested:
         raise UsageError(_nothing_found(paths))
+    # a directory below with a chainlang.toml of its own is another project: checked with its own
+    # tools, named chains and hooks, and reported with the rest
+    results = [check_files([root], tools, start_dir=Path(root)) for root in nested]
+    if not names:
+        return _merged(results)
     if start_dir is None and paths:
         first = Path(paths[0])
         start_dir = first if first.is_dir() else first.parent
@@ -293,7 +311,18 @@ def check_files(
     context = context_files(start_dir, {os.path.realpath(f) for f in names})
     files.extend(python_hook_files(registry))  # checked, and reported, with the files given
     diagnostics = check_loaded(files, registry, context)
-    return CheckResult(diagnostics, {f.path: f.source for f in files}, [f.path for f in files], [f.chain for f in files])
+    own = CheckResult(diagnostics, {f.path: f.source for f in files}, [f.path for f in files], [f.chain for f in files])
+    return _merged([own, *results]) if results else own
+
+
+def _merged(results: list[CheckResult]) -> CheckResult:
+    out = CheckResult([], {}, [], [])
+    for result in results:
+        out.diagnostics.extend(result.diagnostics)
+        out.sources.update(result.sources)
+        out.files.extend(result.files)
+        out.chains.extend(result.chains)
+    return out
 
 
 def check_text(text: str, path: str = "<text>.chain.yaml", registry: "Registry | None" = None,

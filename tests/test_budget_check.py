@@ -35,6 +35,10 @@ def free(question: str = "") -> dict:
 """
 
 
+# a model tier for the projects of these tests (else CL037 no-model warns about agent.think)
+MODELS = '\n[models.heavy]\nprovider = "scripted"\nrules = "answers.yaml"\n'
+
+
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
     proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
@@ -46,7 +50,7 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
     (tmp_path / "tools.py").write_text(TOOLS, encoding="utf-8")
-    (tmp_path / "chainlang.toml").write_text('tools = ["tools.py"]\n', encoding="utf-8")
+    (tmp_path / "chainlang.toml").write_text('tools = ["tools.py"]\n' + MODELS, encoding="utf-8")
     return tmp_path
 
 
@@ -177,7 +181,7 @@ def test_a_named_chain_adds_its_worst_case(project: Path) -> None:
     assert "llm.vote ×6 via util.ask in the foreach at line 5" in diag["message"]
     assert "llm.ask ×4 via util.ask in the foreach at line 5" in diag["message"]
     # checked alone, the chain still sees the named chains of the project's `chains` dirs
-    (project / "chainlang.toml").write_text('tools = ["tools.py"]\nchains = ["lib"]\n', encoding="utf-8")
+    (project / "chainlang.toml").write_text('tools = ["tools.py"]\nchains = ["lib"]\n' + MODELS, encoding="utf-8")
     (project / "lib").mkdir()
     (project / "ask.chain.yaml").rename(project / "lib" / "ask.chain.yaml")
     [alone] = check(project, text)
@@ -223,7 +227,7 @@ def test_a_long_line_of_chains_and_a_wide_diamond_are_quick(project: Path) -> No
     for i in range(30):
         body = f"  - wide.d{i + 1}\n  - wide.d{i + 1}\n" if i < 29 else "  - llm.ask\n"
         (lib / f"d{i}.chain.yaml").write_text(f"chain: wide.d{i}\nsteps:\n{body}", encoding="utf-8")
-    (project / "chainlang.toml").write_text('tools = ["tools.py"]\nchains = ["lib"]\n', encoding="utf-8")
+    (project / "chainlang.toml").write_text('tools = ["tools.py"]\nchains = ["lib"]\n' + MODELS, encoding="utf-8")
     started = time.monotonic()
     items = check(project, "limits: {max_model_calls: 1000000}\nsteps: [line.c0, wide.d0]\n")
     assert time.monotonic() - started < 60

@@ -869,3 +869,37 @@ def test_event_decorator_in_a_fresh_interpreter(tmp_path: Path) -> None:
     good, bad = json.loads(proc.stdout)
     assert good == []
     assert bad == [["CL015", "error", 2, 35]]  # the literal 'very' is not a boolean
+
+
+def test_a_nested_project_is_its_own(tmp_path: Path) -> None:
+    """A directory below a project with a chainlang.toml of its own is another project: `check`
+    of the parent checks its files with its own tools, and the parent's runs, emits and
+    events neither see its named chains nor its hooks files."""
+    (tmp_path / "chainlang.toml").write_text('chains = ["."]\n', encoding="utf-8")
+    (tmp_path / "top.chain.yaml").write_text("chain: top.main\nsteps:\n  - tools.now\n", encoding="utf-8")
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "tt.py").write_text(textwrap.dedent('''\
+        from chainlang import event
+
+        @event("inner.hello", idempotent=True)
+        def hello() -> dict:
+            return {"said": "hello"}
+        '''), encoding="utf-8")
+    (inner / "chainlang.toml").write_text('tools = ["tt.py"]\nchains = ["."]\n', encoding="utf-8")
+    (inner / "hi.chain.yaml").write_text("chain: inner.main\nsteps:\n  - inner.hello\n", encoding="utf-8")
+    (inner / "mail.hooks.yaml").write_text(textwrap.dedent("""\
+        events:
+          mail.in:
+            payload: {type: object, properties: {body: {type: string}}, required: [body]}
+        hooks:
+          - trigger: post:mail.in
+            action: [inner.hello]
+        """), encoding="utf-8")
+    checked = cli("check", tmp_path, cwd=tmp_path)
+    assert checked.returncode == 0 and "no problems found in 3 files" in checked.stdout, checked.stdout + checked.stderr
+    listed = cli("events", cwd=tmp_path).stdout
+    assert "top.main" in listed and "inner.main" not in listed and "mail.in" not in listed
+    # the parent has no mail.in: an emit there is refused, not run against the nested project's schema
+    emitted = cli("emit", "mail.in", "--data", "{}", cwd=tmp_path)
+    assert emitted.returncode != 0 and "inner.hello" not in emitted.stdout + emitted.stderr
