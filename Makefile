@@ -1,6 +1,7 @@
 # Two entry points that work on a fresh machine with Python 3.11+:
-#   make run   - the main job: check the example chains, run one end to end, and fire the
-#                example project's Sarah-budget hook with an emitted event (offline)
+#   make run   - the main job: check the example chains, run one end to end, fire the example
+#                project's Sarah-budget hook with an emitted event, and play the seed's
+#                conditional automation with the assistant example's scripted model (offline)
 #   make test  - the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,6 +19,11 @@ run: $(VENV)/.installed
 	$(BIN)/chainlang check examples/
 	$(BIN)/chainlang run examples/next-week.chain.yaml
 	cd examples && ../$(BIN)/chainlang emit email.received --data '{"sender": "Sarah Lee", "subject": "Q1 budget review"}'
+	@# the seed's conditional automation (examples/assistant, a scripted model): a message registers a
+	@# hook, then an email from Sarah fires it; in a fresh copy, so each make run starts from nothing
+	rm -rf build/assistant && mkdir -p build && cp -r examples/assistant build/assistant && rm -rf build/assistant/.chainlang
+	cd build/assistant && ../../$(BIN)/chainlang run message.chain.yaml --now 2026-11-19T09:00:00+00:00 --input message="If Sarah emails about the budget, schedule a meeting with her"
+	cd build/assistant && ../../$(BIN)/chainlang emit email.received --now 2026-11-19T10:05:00+00:00 --data '{"sender": "Sarah Lee <sarah@example.com>", "subject": "Q1 budget", "body": "Can we go through the Q1 budget today?"}'
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

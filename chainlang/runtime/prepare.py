@@ -112,6 +112,14 @@ def _check(files: list["LoadedFile"], registry: "Registry", context: list["Loade
     return diagnostics, project_registry, named
 
 
+def _model_hint(diagnostic: "Diagnostic") -> str | None:
+    """The hint a model gets with a diagnostic of its chain: the checker's, except where it
+    says to widen the allow list, which the model cannot write (chainlang writes it)."""
+    if diagnostic.slug == "not-allowed":
+        return "use only the events you were given"
+    return diagnostic.hint
+
+
 class SubChains:
     """Finds, checks (once) and compiles the chains a run calls: named chains of the
     project, and `chain.run` paths (relative to the calling chain, inside the project)."""
@@ -164,8 +172,8 @@ class SubChains:
         except UsageError as exc:
             return None, [str(exc)]
         diagnostics, _, _ = _check([loaded], self.registry, list(self.context))
-        errors = [f"line {d.line}, column {d.column}: {d.message}" + (f" ({d.hint})" if d.hint else "")
-                  for d in diagnostics if d.severity == "error"]
+        errors = [f"line {d.line}, column {d.column}: {d.message} ({_model_hint(d)})" if _model_hint(d) else
+                  f"line {d.line}, column {d.column}: {d.message}" for d in diagnostics if d.severity == "error"]
         if errors:
             return None, errors
         from chainlang.compile import compile_chain
