@@ -775,6 +775,19 @@ def test_the_light_tier_decides_for_agent_decide_and_for_a_step_s_decide(project
     assert [d["step"] for d in of_type(recs, "decide")] == ["3"]
 
 
+def test_agent_decide_validates_the_params_it_answers_with(project: Path) -> None:
+    """A continue's params are validated against the event's schema again (§5: no repair loop)."""
+    (project / "chainlang.toml").write_text('[models.light]\nprovider = "scripted"\nrules = "answers.yaml"\n',
+                                            encoding="utf-8")
+    write(project, "answers.yaml", "rules:\n  - task: decide\n    answer: {action: continue, params: {add: 7}}\n")
+    chain = write(project, "v.chain.yaml", """\
+        steps:
+          - agent.decide: {event: tools.date_calc, params: {add: "soon"}, condition: "if it is a weekday"}
+        """)
+    proc = run(project, chain, code=1)
+    assert "agent.decide: the decision's params for tools.date_calc are still invalid: " in proc.stderr, proc.stderr
+
+
 def test_a_written_chain_that_calls_agent_chain_again_stops_at_max_depth(project: Path) -> None:
     write(project, "answers.yaml", 'rules:\n  - task: chain\n    answer: {chain: [{"agent.chain": {plan: again}}]}\n')
     proc = run(project, write(project, "r.chain.yaml", 'steps:\n  - agent.chain: {plan: "again"}\n'), code=3)

@@ -58,6 +58,8 @@ class DecideConfig(BaseModel):
         description="what a step gets when no decider can decide: fail (the step fails), skip, or break",
     )
     timeout: str = Field(default="60s", description="how long to wait for the model's answer: a duration, e.g. 30s or 2m")
+    max_tokens: int = Field(default=256, ge=1, le=1_000_000,
+                            description="the longest answer asked for: a decision is short (what a call reserves of limits.max_tokens)")
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -166,7 +166,7 @@ def _from_decide(decide: "DecideConfig") -> "ModelTierConfig | None":
     if not (decide.base_url and decide.model):
         return None  # half a model: decider_from_config says what is missing
     return ModelTierConfig(base_url=decide.base_url, model=decide.model, api_key_env=decide.api_key_env,
-                           timeout=decide.timeout)
+                           timeout=decide.timeout, max_tokens=decide.max_tokens)
 
 
 def _tier(name: str, table: "ModelTierConfig", root: Path, pool: HttpPool, label: str) -> Tier:

@@ -131,7 +131,14 @@ async def decide(event: str, params: dict[str, Any], ctx: "RunContext", descript
         raise ValueError(str(exc)) from None
     out: dict[str, Any] = {"action": decision.action}
     if decision.action == "continue":
-        out["params"] = decision.params if decision.params is not None else params
+        chosen = decision.params if decision.params is not None else params
+        from chainlang.runtime.decide import validate_params
+
+        problems = validate_params(request.params_schema, chosen)
+        if problems:  # validated again, as a step's decision is (§5): no repair loop
+            raise ValueError(f"agent.decide: the decision's params for {event} are still invalid: "
+                             + "; ".join(problems[:3]))
+        out["params"] = chosen
     return out
 
 
