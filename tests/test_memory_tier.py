@@ -102,3 +102,18 @@ def test_memory_needs_a_tier(tmp_path: Path) -> None:
     (tmp_path / "s.chain.yaml").write_text("steps:\n  - thread.match: {message: hi}\n", encoding="utf-8")
     proc = cli(tmp_path, "run", "s.chain.yaml")
     assert proc.returncode == 2 and "memory = 'fast' but no model tier is configured" in proc.stderr, proc.stderr
+
+
+def test_digest_takes_the_names_from_the_tier_and_only_those_the_journal_holds(tmp_path: Path) -> None:
+    root = project(tmp_path, [{"task": "digest", "answer": {
+        "people": ["Sarah Lee", "Nobody Invented"], "projects": ["Q2 launch", "password=hunter2hunter2"]}}])
+    for text in ("Met Sarah Lee about the Q2 launch budget.", "Sarah Lee sent the Q2 launch dates."):
+        assert step(root, "memory.append", {"thread_id": "t1", "content": text}).returncode == 0
+    proc = step(root, "memory.digest", {"period": "daily"})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)["r"]
+    assert got["people"] == ["Sarah Lee"] and "Q2 launch" in got["projects"], got
+    assert "Nobody Invented" not in json.dumps(got) and "hunter2" not in json.dumps(got)
+    assert [c["task"] for c in model_calls(root)] == ["digest"]
+    found = json.loads(step(root, "memory.search", {"query": "Sarah", "type": "people"}).stdout)["r"]["matches"]
+    assert found and "Sarah Lee" in json.dumps(found[0]) and "Q2 launch" in found[0]["content"], found

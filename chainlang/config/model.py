@@ -135,7 +135,7 @@ class ModelsConfig(BaseModel):
     light: ModelTierConfig | None = None
     memory: Literal["embedded", "heavy", "fast", "light"] = Field(
         default="embedded",
-        description="what thread.summarize writes summaries with: embedded (extractive, no model) or a tier")
+        description="what thread.match, thread.summarize and memory.digest use: embedded (no model) or a tier")
 
 
 class StoreConfig(BaseModel):

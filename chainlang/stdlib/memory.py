@@ -99,8 +99,9 @@ def search(ctx: "RunContext", query: str | None = None, scope: str = "recent", t
     return {"matches": [match for _, _, match in found[:MAX_MATCHES]]}
 
 
-def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
-    """Organize the journal of the period into people and projects (see the module's docstring)."""
+async def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
+    """Organize the journal of the period into people and projects (see the module's docstring):
+    the names found lexically, or by the tier of `[models] memory` (`_model_names`)."""
     from chainlang.store import StoreError
 
     if period not in ("daily", "weekly"):
@@ -116,7 +117,11 @@ def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
             result["entries"] = len(entries)
             if not entries:
                 return result
-            people, projects = lexical.entities(e.content for e in entries)
+            tier = _memory_tier(ctx)
+            if tier == "embedded":
+                people, projects = lexical.entities(e.content for e in entries)
+            else:
+                people, projects = await _model_names(ctx, tier, result, entries)
             projects += _topics(entries, people + projects)
             for kind, names, key in (("people", people, "people"), ("project", projects, "projects")):
                 for name in names:
@@ -128,6 +133,50 @@ def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
 
 
 # -- digest --------------------------------------------------------------------------------
+
+MAX_MODEL_NAMES = 50  # of each kind, from one answer
+NAMES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {kind: {"type": "array", "maxItems": MAX_MODEL_NAMES,
+                          "items": {"type": "string", "minLength": 1, "maxLength": 120}}
+                   for kind in ("people", "projects")},
+    "required": ["people", "projects"],
+    "additionalProperties": False,
+}
+
+
+def _memory_tier(ctx: "RunContext") -> str:
+    tiers = getattr(getattr(ctx.models, "service", None), "tiers", None)
+    return str(getattr(tiers, "memory", "embedded"))
+
+
+async def _model_names(ctx: "RunContext", tier: str, period: dict[str, Any],
+                       entries: list["JournalEntry"]) -> tuple[list[str], list[str]]:
+    """The people and projects the tier names in the entries. A name the entries do not hold
+    is dropped (the model cannot invent knowledge); what is stored of each name stays
+    extractive: the entries' own sentences."""
+    from chainlang.llm.prompting import PromptError, messages
+    from chainlang.llm.tiers import ModelRequest
+    from chainlang.stdlib.agent import parse_answer
+
+    shown = [{"date": e.day, "thread_id": e.thread_id, "content": e.content} for e in entries[-200:]]
+    try:
+        asked = messages("digest", {**period, "entries": shown}, ctx.project)
+    except PromptError as exc:
+        raise ValueError(str(exc)) from None
+    answer = await ctx.models.ask(tier, ModelRequest("digest", asked, NAMES_SCHEMA, "names"))
+    names = parse_answer(answer.text, NAMES_SCHEMA, f"the {tier} model")
+    texts = [e.content for e in entries]
+
+    def held(found: list[str]) -> list[str]:
+        out: list[str] = []
+        for name in found:
+            name = " ".join(name.split())
+            if name and name not in out and lexical.mentions(texts, name):
+                out.append(name)
+        return out
+
+    return held(names["people"]), held(names["projects"])
 
 
 def _topics(entries: list["JournalEntry"], named: list[str]) -> list[str]:
