@@ -48,9 +48,10 @@ def tasks_command(action: str, task_id: str | None, status: str | None, as_json:
         elif not rows:
             print("no stored tasks" + (f" with status {status}" if status else ""))
         else:
+            width = max(len(str(row["task_id"])) for row in rows)  # ids of any length line up
             for row in rows:
                 what = row.get("trigger") or row.get("due") or ""
-                print(f"{row['task_id']}  {row['type']:6} {row['status']:9} {what}")
+                print(f"{str(row['task_id']):{width}}  {row['type']:6} {row['status']:9} {what}")
         return 0
     if task_id is None:
         raise UsageError(f"chainlang tasks {action} needs a TASK_ID (see chainlang tasks list)")
