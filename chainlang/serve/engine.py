@@ -283,9 +283,20 @@ class Engine:
         if claim.status != "started" or claim.run_id in self.jobs:
             return None
         try:
-            return RunLock.acquire(Path(claim.transcript), create=True)
+            lock = RunLock.acquire(Path(claim.transcript), create=True)
         except (RunInUse, OSError):
             return None
+        # the claim was read before the lock was taken: the process that ran it may have
+        # recorded its end and let the lock go in between. Read again, now that no one can
+        # (an end is recorded before the lock is released): still started means it died.
+        try:
+            fresh = self.store.get_emit(claim.key)
+        except Exception:  # StoreError: cannot tell, so do not take it over now (recover tries again)
+            fresh = None
+        if fresh is None or fresh.status != "started":
+            lock.release()
+            return None
+        return lock
 
     async def _take_up(self, claim: Any, lock: Any) -> "EmitResult | None":
         """Continue an emit whose process died: resume it from its transcript, or, when that
