@@ -466,3 +466,24 @@ def test_a_result_with_a_key_naming_a_secret_is_stored_masked(project: Path) -> 
     run(project, name, "--thread", "t1")
     stored = events(project, "t1")
     assert stored[-1][3] == {"value": {"user": "sarah", "password": "***", "api_key": "***", "note": "token=***"}}
+
+
+def test_run_thread_is_the_attached_thread(project: Path) -> None:
+    """{run.thread}: null before the run is attached, then the thread (given, or from thread.match)."""
+    create(project, "t1")
+    name = chain(project, """\
+        steps:
+          - id: before
+            t.echo: {value: "{run.thread}"}
+          - thread.match: {message: "Plan the Q2 product launch"}
+          - id: after
+            t.echo: {value: "{run.thread}"}
+        outputs:
+          before: "{before.value}"
+          after: "{after.value}"
+          matched: "{thread.match.thread_id}"
+        """)
+    got = outputs(run(project, name))
+    assert got["before"] is None and got["after"] == got["matched"] and got["after"].startswith("thread-")
+    given = outputs(run(project, name, "--thread", "t1"))
+    assert given["before"] == "t1"

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from chainlang.expr.ast import Expr
 
 STEP_FIELDS = ("result", "status", "error", "params", "duration_ms")
-RUN_FIELDS = ("id", "chain", "started_at")
+RUN_FIELDS = ("id", "chain", "started_at", "thread")
 
 Relation = Literal["before", "later", "sibling", "other-branch", "enclosing", "inside", "self"]
 
@@ -354,7 +354,7 @@ class Analyser:
         if root == "run":
             if len(segs) > 1 and not (isinstance(segs[1], Name) and segs[1].name in RUN_FIELDS):
                 bad = segs[1]
-                return self.problem(ref, site, "run", rules.REF_UNKNOWN, "'run' has the fields id, chain and started_at",
+                return self.problem(ref, site, "run", rules.REF_UNKNOWN, "'run' has the fields id, chain, started_at and thread",
                                     _suggest(getattr(bad, "name", ""), RUN_FIELDS), bad.start, bad.end)
             return RefInfo(site, ref, "run", T.STRING if len(segs) > 1 else T.ANY, binding=Binding("run", "", "", segs[1:]))
         if root == "thread":

@@ -278,12 +278,14 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
     state = RunState(run_id=run_id, registry=project.registry, record=record, commit=writer.commit, decider=decider,
                      interceptors=(ThreadRecorder(link),),
                      clock=clock, state_dir=project.root / ".chainlang" / "state",
-                     facts={"id": run_id, "chain": None, "started_at": header["started_at"]}, max_steps=1000,
+                     facts={"id": run_id, "chain": None, "started_at": header["started_at"], "thread": None},
+                     max_steps=1000,
                      replay=replay, notify=lambda text: shown(redactor.mask(text)), load_chain=project.loader,
                      hooks=project.hooks, project=project.root, base_registry=project.loader.registry)
     from chainlang.runtime.models import run_models
 
-    state.models = run_models(state, decider, None, None)  # an emit's hook actions: their chains' own budgets
+    state.models = run_models(state, decider, None, None)
+    link.facts = state.facts  # an emit's hook actions: their chains' own budgets
     actions = state.actions = HookActions(state)
     start = time.perf_counter()
     status, error = "failed", None

@@ -220,12 +220,13 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         run_id=run_id, registry=prepared.registry, record=record, commit=writer.commit, decider=decider,
         clock=clock, state_dir=prepared.root / STATE_DIR,
         interceptors=(ThreadRecorder(link),) if link.thread or may_attach(graph, prepared.registry) else (),
-        facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"]},
+        facts={"id": run_id, "chain": graph.name, "started_at": header["started_at"], "thread": link.thread},
         max_steps=graph.max_steps, replay=replay,
         notify=tell,
         load_chain=prepared.loader, project=prepared.root, base_registry=prepared.loader.registry,
     )
     state.models = run_models(state, decider, graph.max_model_calls, graph.max_tokens)
+    link.facts = state.facts
     start = time.perf_counter()
     status, error = "failed", None
     outputs: dict[str, Any] = {}

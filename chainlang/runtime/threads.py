@@ -63,6 +63,7 @@ class ThreadLink:
         self.root = root
         self.run_id = run_id
         self.thread = thread
+        self.facts: dict[str, Any] | None = None  # the run's facts: `thread` follows an attach
         self.clock = clock
         self.ids = StepIds(graphs)
         self._store: "Store | None" = None
@@ -262,6 +263,8 @@ class ThreadRecorder(PassThrough):
             if step.event != "thread.match" or not _attaches(result):
                 return
             link.thread = result["thread_id"]
+            if link.facts is not None:  # {run.thread} from here on
+                link.facts["thread"] = link.thread
         if step.event in NOT_RECORDED:
             return
         record(link, step, result)
