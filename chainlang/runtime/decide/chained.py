@@ -6,7 +6,6 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from chainlang.runtime.decide.decision import (
-    DEFAULT_TIMEOUT,
     FALLBACKS,
     MAX_REASON,
     Action,
