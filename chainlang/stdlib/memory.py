@@ -20,7 +20,9 @@ names and extractive summaries).
   (`lexical.entities`), and recurring keywords (in 2 entries or more) as projects, each
   with an extractive summary of the sentences that mention it and its sources (journal
   ids). An item is kept once per (kind, name): digesting again updates it. Returns
-  `{period, start, end, entries, people, projects}`.
+  `{period, start, end, entries, people, projects}`. With `[models] memory = TIER` the tier
+  names the people and projects instead (`_model_names`: only names the journal holds);
+  what is stored of each stays extractive.
 """
 
 from __future__ import annotations
