@@ -769,7 +769,7 @@ def test_the_light_tier_decides_for_agent_decide_and_for_a_step_s_decide(project
         "date": "2026-11-24"}  # the model's params replaced the step's
     recs = records(project)
     assert [(c["step"], c["tier"], c["task"]) for c in of_type(recs, "model_call")] == [
-        ("1", "light", "decide"), ("2", "light", "decide"), ("3", "light", "decide")]
+        ("1", "light", "decide"), ("2", "light", "decide"), ("3#decide", "light", "decide")]
     refused = finished(recs)["2"]["error"]["message"]
     assert "the light model's answer is not a decision (continue with params, skip or break): " in refused
     assert [d["step"] for d in of_type(recs, "decide")] == ["3"]
@@ -831,3 +831,140 @@ def test_a_resumed_retry_asks_again_instead_of_reusing_the_failed_attempt_s_answ
     assert json.loads(resumed.stdout) == {"said": "ok"}
     answers = [c["answer"] for c in of_type(records(project), "model_call")]
     assert answers == ['{"event": "agent.other"}', '{"event": "agent.reply", "params": {"message": "ok"}}']
+
+
+# -- found in review: budgets on cancellation, a missing key, dates in rules, max_parallel, retries
+
+
+def test_a_cancelled_call_gives_its_reservation_back(project: Path, endpoint: Endpoint) -> None:
+    """A call cut by its step's timeout holds no tokens afterwards: the next call fits."""
+    (project / "chainlang.toml").write_text('tools = ["tt.py"]\n' + endpoint.toml("light", max_tokens="500"),
+                                            encoding="utf-8")
+    endpoint.reply(hang=True)
+    endpoint.reply({"action": "skip"})
+    chain = write(project, "b.chain.yaml", """\
+        limits: {max_tokens: 1300}
+        steps:
+          - agent.decide: {event: t.echo, params: {value: 1}, condition: "when it is late"}
+            timeout: 1s
+            on_error: continue
+          - agent.decide: {event: t.echo, params: {value: 2}, condition: "when it is early"}
+        outputs:
+          second: "{agent.decide[1].result.action}"
+        """)
+    proc = run(project, chain, env=WITH_KEY)
+    assert json.loads(proc.stdout) == {"second": "skip"}
+
+
+def test_a_missing_api_key_fails_the_step_even_with_a_fallback(project: Path) -> None:
+    """An unset key variable is a configuration problem, not a question the model could not
+    answer: the [decide] fallback does not hide it, and no call is counted."""
+    (project / "chainlang.toml").write_text(
+        'tools = ["tt.py"]\n[decide]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        'api_key_env = "CHAINLANG_TEST_UNSET_KEY"\nfallback = "skip"\n', encoding="utf-8")
+    chain = write(project, "k.chain.yaml", """\
+        steps:
+          - t.echo: {value: 1}
+            decide: "the user wants an echo"
+        """)
+    env = {k: v for k, v in os.environ.items() if k != "CHAINLANG_TEST_UNSET_KEY"}
+    proc = run(project, chain, code=1, env=env)
+    assert "CHAINLANG_TEST_UNSET_KEY, which is not set" in proc.stderr, proc.stderr
+    assert of_type(records(project), "model_call") == []
+
+
+def test_an_unquoted_date_in_a_rules_file_is_answered_as_text(project: Path) -> None:
+    write(project, "answers.yaml", """\
+        rules:
+          - task: chain
+            answer: {chain: [{tools.date_calc: {from: 2026-11-23, add: 1 day}}]}
+        """)
+    proc = run(project, write(project, "d.chain.yaml", """\
+        steps:
+          - agent.chain: {plan: "the day after 2026-11-23"}
+        outputs:
+          day: "{agent.chain.result.result}"
+        """))
+    assert json.loads(proc.stdout) == {"day": "2026-11-24"}
+
+
+def test_a_written_chain_runs_no_more_at_once_than_its_caller(project: Path) -> None:
+    write(project, "answers.yaml", """\
+        rules:
+          - task: chain
+            answer: {chain: [{event: t.echo, foreach: [1, 2, 3], max_parallel: 64, params: {value: "{item}"}}]}
+          - task: repair
+            answer: {chain: [{event: t.echo, foreach: [1, 2, 3], params: {value: "{item}"}}]}
+        """)
+    proc = run(project, write(project, "p.chain.yaml", """\
+        limits: {max_parallel: 2}
+        steps:
+          - agent.chain: {plan: "echo three numbers"}
+        outputs:
+          repairs: "{agent.chain.repairs}"
+        """))
+    assert json.loads(proc.stdout) == {"repairs": 1}
+    repair = [c for c in of_type(records(project), "model_call") if c["task"] == "repair"][0]
+    assert "max_parallel: 64 is more than the calling chain allows (2)" in repair["request"]["messages"][-1]["content"]
+
+
+def test_a_retried_agent_chain_runs_its_new_chain_under_paths_of_its_own(project: Path) -> None:
+    """Attempt 2 asks the model again: its chain's steps are 1#2/1..., never taken on resume for
+    attempt 1's steps of the same position."""
+    (project / "tt.py").write_text(TOOLS + '''
+
+import time
+
+
+@event("t.slow", description="Sleep", idempotent=True)
+def slow(seconds: float = 5) -> dict:
+    time.sleep(seconds)
+    return {}
+''', encoding="utf-8")
+    write(project, "answers.yaml", """\
+        rules:
+          - task: chain
+            answers:
+              - {chain: [{t.echo: {value: first}}, {t.slow: {seconds: 5}}]}
+              - {chain: [{t.echo: {value: second}}]}
+        """)
+    proc = run(project, write(project, "r.chain.yaml", """\
+        steps:
+          - agent.chain: {plan: "echo"}
+            timeout: 1s
+            retry: {attempts: 2, delay: 10ms}
+        outputs:
+          said: "{agent.chain.result.result.value}"
+        """))
+    assert json.loads(proc.stdout) == {"said": "second"}
+    ends = [(r["step"], r["status"]) for r in of_type(records(project), "step_finished")]
+    assert ("1/1", "ok") in ends and ("1#2/1", "ok") in ends and ends[-1] == ("1", "ok")
+
+
+def test_a_resumed_step_with_a_decide_condition_keeps_the_decision_s_answer_apart(project: Path) -> None:
+    """The decide model's call about a step is recorded under `STEP#decide`: on resume the
+    decision comes back from its decide record, and agent.chain gets its own answer back."""
+    write(project, "answers.yaml", """\
+        rules:
+          - task: decide
+            answer: {action: continue, params: {plan: "echo then crash", max_repairs: 0}}
+          - task: chain
+            answer: {chain: [{t.echo: {value: one}}, t.crash, {t.echo: {value: two}}]}
+        """)
+    (project / ".chainlang").mkdir(exist_ok=True)
+    (project / ".chainlang" / "crash").write_text("", encoding="utf-8")
+    chain = write(project, "d.chain.yaml", """\
+        steps:
+          - agent.chain: {plan: "echo then crash"}
+            decide: "the user asked for it"
+        outputs:
+          repairs: "{agent.chain.repairs}"
+        """)
+    killed = cli(project, "run", chain, "--now", NOW, "--json", "--progress", "quiet", "--transcript", "run.jsonl")
+    assert killed.returncode == -9, killed.stderr
+    calls = of_type(records(project), "model_call")
+    assert [(c["step"], c["task"]) for c in calls] == [("1#decide", "decide"), ("1", "chain")]
+    resumed = cli(project, "resume", "run.jsonl", "--json", "--progress", "quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"repairs": 0}
+    assert len(of_type(records(project), "model_call")) == 2  # nothing asked again

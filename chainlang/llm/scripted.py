@@ -125,7 +125,8 @@ def _rule(raw: Any, where: str) -> Rule:
     answers = [raw["answer"]] if "answer" in raw else raw["answers"]
     if not isinstance(answers, list) or not answers:
         raise ConfigError(f"{where}: answers is a non-empty list")
-    texts = [a if isinstance(a, str) else json.dumps(a, ensure_ascii=False) for a in answers]
+    # default=str: an unquoted date in YAML (from: 2026-11-23) is a date object, written as its text
+    texts = [a if isinstance(a, str) else json.dumps(a, ensure_ascii=False, default=str) for a in answers]
     return Rule(task, tuple(w.casefold() for w in when), texts)
 
 

@@ -40,7 +40,8 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
-async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str) -> Any:
+async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str,
+                          attempt: int = 1) -> Any:
     from chainlang.llm.prompting import PromptError, messages, render
     from chainlang.llm.tiers import ModelRequest
     from chainlang.runtime.models import ModelUnavailable
@@ -74,7 +75,10 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
         steps: list[Any] = []
         try:
             steps = parse_answer(answer.text, ANSWER_SCHEMA, models.who("fast"))["chain"]
-            graph, problems = run.load_chain.from_text(name, _document(steps, allowed))
+            problems = _parallel_problems(steps, caller.default_parallel)
+            graph = None
+            if not problems:
+                graph, problems = run.load_chain.from_text(name, _document(steps, allowed))
         except ValueError as exc:
             graph, problems = None, [str(exc)]
         if graph is not None:
@@ -90,9 +94,13 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
             raise ChainFailed(error_of("chain", str(exc))) from None
         conversation += [{"role": "assistant", "content": answer.text}, {"role": "user", "content": again}]
         repairs += 1
-    sub = ChainRun(run, graph, {}, depth=caller.depth + 1, prefix=ipath + "/", allow=caller.allow,
+    # a retry's chain is another chain (the model answered again): its steps get paths of their
+    # own (`4#2/1`), so a resume never takes the first attempt's steps for its own
+    prefix = f"{ipath}/" if attempt == 1 else f"{ipath}#{attempt}/"
+    sub = ChainRun(run, graph, {}, depth=caller.depth + 1, prefix=prefix, allow=caller.allow,
                    depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
                    hook_inputs=caller.hook_inputs)
+    sub.default_parallel = min(sub.default_parallel, caller.default_parallel)  # no wider than the caller's
     status, _outputs, error = await sub.execute()
     if status == "failed":
         where = f" at step {error.get('step')}" if error and error.get("step") else ""
@@ -105,6 +113,23 @@ def _allowed(registry: Any, lists: tuple[tuple[str, ...], ...]) -> list[str]:
     """The events a chain of the caller may call: not external ones, and within every allow list."""
     return [spec.name for spec in registry.specs() if spec.kind != "external"
             and all(any(fnmatch.fnmatchcase(spec.name, p) for p in patterns) for patterns in lists)]
+
+
+def _parallel_problems(steps: Any, most: int) -> list[str]:
+    """A model-written chain may not run more at once than its caller: a `max_parallel` above
+    the caller's is refused (the sub-chain's default is the caller's already)."""
+    found: list[str] = []
+    stack = [steps]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            value = item.get("max_parallel")
+            if isinstance(value, int) and not isinstance(value, bool) and value > most:
+                found.append(f"max_parallel: {value} is more than the calling chain allows ({most})")
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
 
 
 def _document(steps: list[Any], allowed: list[str]) -> str:

@@ -44,7 +44,7 @@ class LocalExecutor:
     async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
                    watch: Watch) -> Any:
         if rt.runs_chain:
-            return await run_subchain(self.chain, rt, params, ipath)
+            return await run_subchain(self.chain, rt, params, ipath, attempt)
         assert rt.func is not None
         run, chain = self.chain.run, self.chain.graph.name
         if rt.is_async:
@@ -109,7 +109,8 @@ def abandoned_text(name: str, watch: Watch) -> str:
     return ""
 
 
-async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str) -> Any:
+async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str,
+                       attempt: int = 1) -> Any:
     """A named chain or `chain.run` as a step: its steps run in this run at depth + 1, under
     the allow lists in force; its outputs are the step's result."""
     from chainlang.pipeline import UsageError
@@ -120,7 +121,7 @@ async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str,
     if spec.name == "agent.chain":
         from chainlang.runtime.agent_chain import run_agent_chain
 
-        return await run_agent_chain(caller, rt, params, ipath)
+        return await run_agent_chain(caller, rt, params, ipath, attempt)
     if caller.depth + 1 > caller.depth_limit:
         raise LimitExceeded("max_depth", f"step {ipath} would run {spec.name} at depth {caller.depth + 1}, "
                                          f"beyond max_depth = {caller.depth_limit}")

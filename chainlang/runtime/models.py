@@ -26,13 +26,18 @@ from chainlang.runtime.outcomes import LimitExceeded
 if TYPE_CHECKING:
     from chainlang.runtime.state import RunState
 
-__all__ = ["Budget", "ModelService", "ModelUnavailable", "StepModels", "run_models"]
+__all__ = ["Budget", "ModelNotUsable", "ModelService", "ModelUnavailable", "StepModels", "run_models"]
 
 MAX_RECORDED_CHARS = 16_000  # of one message in a model_call record
 
 
 class ModelUnavailable(ValueError):
     """No tier can answer (none configured) or the exchange failed: the step's error."""
+
+
+class ModelNotUsable(ModelUnavailable):
+    """The tier cannot be used as configured (its API key variable is not set): nothing was
+    sent, and a decider must not fall back as if the model had not known the answer."""
 
 
 class Budget:
@@ -62,6 +67,11 @@ class Budget:
         self.reserved -= reserved
         self.tokens += used
 
+    def release(self, reserved: int) -> None:
+        """A reservation whose call was never sent: the call and its tokens given back."""
+        self.calls -= 1
+        self.reserved -= reserved
+
 
 class ModelService:
     """The run's model calls (see the module's documentation)."""
@@ -80,13 +90,15 @@ class ModelService:
 
     async def ask(self, step: str, event: str, tier_name: str, request: ModelRequest) -> ModelAnswer:
         from chainlang.journal.records import ModelCall
-        from chainlang.llm.client import ModelError
+        from chainlang.llm.client import ModelConfigError, ModelError
 
         replay = self.run.replay
         recorded = replay.model_calls.get(step) if replay is not None else None
         if recorded:
             call = recorded.pop(0)
-            return ModelAnswer(call.answer or "", {k: v for k, v in call.usage.items() if isinstance(v, int)})
+            if call.task == request.task:
+                return ModelAnswer(call.answer or "", {k: v for k, v in call.usage.items() if isinstance(v, int)})
+            recorded.clear()  # not the question this step asks now: its recorded answers are not its own
         try:
             tier = self.tiers.resolve(tier_name)
         except NoModel as exc:
@@ -98,12 +110,18 @@ class ModelService:
         sent = _recorded_request(request)
         try:
             answer = await tier.provider.complete(tier, request)
+        except ModelConfigError as exc:  # nothing was sent (the key's variable is not set)
+            self.budget.release(held)
+            raise ModelNotUsable(f"{event}: {exc.message}") from None
         except ModelError as exc:
             self.budget.settle(held, prompt)
             self.run.record(ModelCall(step, tier.name, tier.model, request.task, sent, None,
                                       {"prompt_tokens": prompt}, _ms(start),
                                       {"type": "model", "message": exc.message[:1000]}))
             raise ModelUnavailable(f"{event}: {exc.message}") from None
+        except BaseException:  # cancelled (a step's timeout, a sibling's failure), or a bug: the tokens held go back
+            self.budget.settle(held, prompt)
+            raise
         text = _mask(answer.text)
         usage = {"prompt_tokens": answer.usage.get("prompt_tokens", prompt),
                  "completion_tokens": answer.usage.get("completion_tokens", estimate_tokens(text))}

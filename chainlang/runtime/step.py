@@ -332,7 +332,9 @@ class StepPipeline:
                 event=name, description=rt.spec.description, params_schema=rt.spec.params_schema,
                 params=params, errors=problems, condition=condition,
                 context={"inputs": scope.inputs, "run": run.facts, **scope.visible()} if condition else {},
-                models=run.models.for_step(ipath, name) if run.models is not None else None,
+                # its own key: the step's event may ask a model too (agent.chain), and a resume
+                # replays the decision from its decide record, not from this call
+                models=run.models.for_step(ipath + "#decide", name) if run.models is not None else None,
             )
             try:
                 decision = await run.decider.decide(request)

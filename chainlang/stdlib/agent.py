@@ -29,12 +29,17 @@ def thread_view(ctx: "RunContext", thread_id: str, family: str = "agent") -> dic
     that does not exist is the step's error, naming the known ones."""
     from chainlang.stdlib.thread import unknown_thread
 
-    store = open_store(project_of(ctx, family))
-    thread = store.get_thread(thread_id)
-    if thread is None:
-        raise ValueError(unknown_thread(thread_id, store.list_threads()))
-    events = [{"event": e.event, "result": e.result, "at": e.at, **({"key": e.key} if e.key else {})}
-              for e in store.thread_events(thread_id, limit=RECENT)]
+    from chainlang.store import StoreError
+
+    with open_store(project_of(ctx, family)) as store:
+        try:
+            thread = store.get_thread(thread_id)
+            if thread is None:
+                raise ValueError(unknown_thread(thread_id, store.list_threads()))
+            events = [{"event": e.event, "result": e.result, "at": e.at, **({"key": e.key} if e.key else {})}
+                      for e in store.thread_events(thread_id, limit=RECENT)]
+        except StoreError as exc:
+            raise ValueError(f"{exc}") from None
     return {"thread_id": thread.id, "summary": thread.summary, "status": thread.status, "events": events}
 
 
@@ -75,6 +80,8 @@ def parse_answer(text: str, schema: dict[str, Any], who: str) -> Any:
     except ValueError:
         shown = " ".join(text.split())[:160]
         raise ValueError(f"{who}'s answer is not JSON: {shown!r}") from None
+    except RecursionError:
+        raise ValueError(f"{who}'s answer is JSON nested too deeply to be read") from None
     problems = checker(schema)(value)
     if problems:
         raise ValueError(f"{who}'s answer does not match the schema it was given: {'; '.join(problems[:3])}")
@@ -93,7 +100,9 @@ async def think(thread_id: str, ctx: "RunContext", prompt: str | None = None) ->
     from chainlang.llm.tiers import ModelRequest
 
     models = _models(ctx, "agent.think")
-    view = thread_view(ctx, thread_id)
+    import asyncio
+
+    view = await asyncio.to_thread(thread_view, ctx, thread_id)  # the store's I/O off the event loop
     schema = ctx.registry.get("agent.think").result_schema
     try:
         asked = messages("think", {"events": capabilities(ctx), "thread_id": thread_id, "thread": view,

@@ -103,7 +103,10 @@ def search(ctx: "RunContext", query: str | None = None, scope: str = "recent", t
 
 async def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
     """Organize the journal of the period into people and projects (see the module's docstring):
-    the names found lexically, or by the tier of `[models] memory` (`_model_names`)."""
+    the names found lexically, or by the tier of `[models] memory` (`_model_names`). The
+    store is read and written in a worker thread: its waits never hold the run's event loop."""
+    import asyncio
+
     from chainlang.store import StoreError
 
     if period not in ("daily", "weekly"):
@@ -113,24 +116,33 @@ async def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
     start = end if period == "daily" else end - timedelta(days=6)
     result: dict[str, Any] = {"period": period, "start": start.isoformat(), "end": end.isoformat(), "entries": 0,
                               "people": [], "projects": []}
-    with open_store(project_of(ctx, "memory")) as store:
-        try:
-            entries = store.journal(start_day=start.isoformat(), end_day=end.isoformat())
-            result["entries"] = len(entries)
-            if not entries:
-                return result
-            tier = _memory_tier(ctx)
-            if tier == "embedded":
-                people, projects = lexical.entities(e.content for e in entries)
-            else:
-                people, projects = await _model_names(ctx, tier, result, entries)
-            projects += _topics(entries, people + projects)
+    root = project_of(ctx, "memory")
+
+    def read() -> list["JournalEntry"]:
+        with open_store(root) as store:
+            return store.journal(start_day=start.isoformat(), end_day=end.isoformat())
+
+    def organize(people: list[str], projects: list[str]) -> None:
+        with open_store(root) as store:
             for kind, names, key in (("people", people, "people"), ("project", projects, "projects")):
                 for name in names:
                     if _organize(store, kind, name, entries, moment):
                         result[key].append(name)
-        except StoreError as exc:
-            raise ValueError(f"the digest was not stored: {exc}") from None
+
+    try:
+        entries = await asyncio.to_thread(read)
+        result["entries"] = len(entries)
+        if not entries:
+            return result
+        tier = _memory_tier(ctx)
+        if tier == "embedded":
+            people, projects = lexical.entities(e.content for e in entries)
+        else:
+            people, projects = await _model_names(ctx, tier, result, entries)
+        projects += _topics(entries, people + projects)
+        await asyncio.to_thread(organize, people, projects)
+    except StoreError as exc:
+        raise ValueError(f"the digest was not stored: {exc}") from None
     return result
 
 

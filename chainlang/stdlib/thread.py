@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from chainlang.stdlib.projectstore import open_store, project_of
 
@@ -127,36 +128,58 @@ class _Candidate:
 
 async def match(ctx: "RunContext", message: str, thread_id: str | None = None) -> dict[str, Any]:
     """Which thread the message belongs to (see the module's docstring): decided lexically, or by
-    the model tier named by `[models] memory` in chainlang.toml among the ranked threads."""
-    from chainlang.store import StoreError
+    the model tier named by `[models] memory` in chainlang.toml among the ranked threads. The
+    store is read and written in a worker thread: its waits never hold the run's event loop."""
+    import asyncio
 
     text = mask_secrets(message)
     new_id = "thread-" + hashlib.sha256(ctx.idempotency_key.encode("utf-8")).hexdigest()[:12]
-    with open_store(project_of(ctx, "thread")) as store:
-        try:
-            created = _created_here(store, new_id, ctx)
-            if created:  # this very step created it before an interruption
-                return {"action": "new", "thread_id": new_id}
+    root = project_of(ctx, "thread")
+
+    def read() -> tuple["ThreadRecord | None", list[_Candidate]] | None:
+        with open_store(root) as store, _store_errors():
+            if _created_here(store, new_id, ctx):  # this very step created it before an interruption
+                return None
             threads = store.list_threads()
             current = _current(threads, thread_id) if thread_id is not None else None
-            candidates = _rank(store, [t for t in threads if t.status == "active"], message)
-            tier = _memory_tier(ctx)
-            if tier == "embedded":
-                decision = _decide(candidates, current, message)
-            else:
-                decision = await _model_match(ctx, tier, text, current, candidates)
+            return current, _rank(store, [t for t in threads if t.status == "active"], message)
+
+    found = await asyncio.to_thread(read)
+    if found is None:
+        return {"action": "new", "thread_id": new_id}
+    current, candidates = found
+    tier = _memory_tier(ctx)
+    if tier == "embedded":
+        decision = _decide(candidates, current, message)
+    else:
+        decision = await _model_match(ctx, tier, text, current, candidates)
+    if decision["action"] not in ("new", "continue"):
+        return decision
+    moment = ctx.now()
+
+    def write() -> None:
+        with open_store(root) as store, _store_errors():
             if decision["action"] == "new":
                 if store.get_thread(new_id) is not None:
                     raise ValueError(f"the thread id {new_id!r} derived from this step is taken by "
                                      "another thread; run the chain again")
-                store.create_thread(new_id, at=ctx.now())
+                store.create_thread(new_id, at=moment)
                 decision["thread_id"] = new_id
-            if decision["action"] in ("new", "continue"):
-                store.add_event(decision["thread_id"], MESSAGE_EVENT, {"text": text}, ctx.run_id, ctx.step,
-                                at=ctx.now())
-        except StoreError as exc:
-            raise ValueError(f"{exc}") from None
+            store.add_event(decision["thread_id"], MESSAGE_EVENT, {"text": text}, ctx.run_id, ctx.step, at=moment)
+
+    await asyncio.to_thread(write)
     return decision
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """A store's problem as the step's error (ValueError)."""
+    from chainlang.store import StoreError
+
+    try:
+        yield
+    except StoreError as exc:
+        raise ValueError(f"{exc}") from None
 
 
 def _created_here(store: "Store", thread_id: str, ctx: "RunContext") -> bool:
@@ -305,29 +328,32 @@ def _about(thread: "ThreadRecord") -> str:
 
 async def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
     """Summarize a thread's events and store the summary: extractively, or with the model
-    tier named by `[models] memory` in chainlang.toml."""
-    from chainlang.store import StoreError
+    tier named by `[models] memory` in chainlang.toml (the store's I/O in a worker thread)."""
+    import asyncio
 
     moment = ctx.now()
     tier = _memory_tier(ctx)
-    with open_store(project_of(ctx, "thread")) as store:
-        try:
+    root = project_of(ctx, "thread")
+
+    def read() -> tuple["ThreadRecord", list["ThreadEvent"]]:
+        with open_store(root) as store, _store_errors():
             thread = store.get_thread(thread_id)
             if thread is None:
                 raise ValueError(f"{unknown_thread(thread_id, store.list_threads())}")
-            events = [e for e in store.thread_events(thread_id) if not e.event.startswith("thread.")]
-        except StoreError as exc:
-            raise ValueError(f"{exc}") from None
+            return thread, [e for e in store.thread_events(thread_id) if not e.event.startswith("thread.")]
+
+    thread, events = await asyncio.to_thread(read)
     if tier != "embedded" and events:
         summary = mask_secrets(await _model_summary(ctx, tier, thread, events))
     else:
         texts = [t for e in events for t in _texts(e.result)]
         summary = mask_secrets(summarize_texts(texts, sentences=SUMMARY_SENTENCES)) if texts else thread.summary
-    with open_store(project_of(ctx, "thread")) as store:
-        try:
-            stored = store.set_summary(thread_id, summary, at=moment)
-        except StoreError as exc:
-            raise ValueError(f"{exc}") from None
+
+    def write() -> "ThreadRecord":
+        with open_store(root) as store, _store_errors():
+            return store.set_summary(thread_id, summary, at=moment)
+
+    stored = await asyncio.to_thread(write)
     return {"thread_id": thread_id, "summary": stored.summary, "updated_at": moment.isoformat()}
 
 

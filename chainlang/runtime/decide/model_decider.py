@@ -199,7 +199,7 @@ class TierDecider:
     async def decide(self, request: DecideRequest) -> Decision:
         from chainlang.llm.prompting import PromptError, messages
         from chainlang.llm.tiers import ModelRequest, NoModel
-        from chainlang.runtime.models import ModelUnavailable
+        from chainlang.runtime.models import ModelNotUsable, ModelUnavailable
 
         context = request.context
         try:
@@ -215,6 +215,8 @@ class TierDecider:
             else:
                 tier = self.tiers.resolve("light")
                 answer = await tier.provider.complete(tier, asked)
+        except ModelNotUsable as exc:  # the key's variable is not set: not a question the model could not answer
+            raise DeciderConfigError(f"{exc} ({_KEY_HINT})") from None
         except (ModelUnavailable, NoModel) as exc:
             raise Undecided(str(exc)) from None
         except ModelConfigError as exc:
