@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-fast test-llm docs bench clean
+.PHONY: run test test-fast test-llm docs dist bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ $(VENV)/.installed-llm: pyproject.toml $(VENV)/.installed
 
 test-llm: $(VENV)/.installed-llm
 	CHAINLANG_TEST_LLM=1 $(BIN)/python -m pytest tests/llm -p no:randomly -p no:xdist -s
+
+# a wheel in dist/, to install chainlang where there is no clone (it is not on PyPI)
+dist: $(VENV)/.installed
+	$(BIN)/python -m build --wheel --outdir dist .
 
 docs: $(VENV)/.installed
 	$(BIN)/mkdocs build --strict
