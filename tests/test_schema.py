@@ -1,8 +1,12 @@
 """`chainlang schema` and the JSON Schemas shipped for editors (schemas/*.json).
 
-The schema printed by the CLI must be a valid draft-07 schema that accepts
-every example and every ok golden chain; hooks files validate against
-hooks.schema.json, which refers to chain.schema.json.
+The schemas printed by the CLI (`chainlang schema`, `chainlang schema --hooks`)
+must be valid draft-07 schemas that accept every example and every ok golden
+chain or hooks file, and give an editor precise errors: an unknown key is named,
+with the keys allowed there, and a wrong step gets the errors of its own form
+only (the form is chosen by `if`/`then` on its keys, not tried in an `anyOf`).
+hooks.schema.json is self-contained (an editor may load it from a local file),
+its definitions copied from chain.schema.json.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft7Validator
-from referencing import Registry
-from referencing.jsonschema import DRAFT7
+from jsonschema.exceptions import best_match
 from ruamel.yaml import YAML
 
 from chainlang.resources import data_dir
@@ -37,22 +40,34 @@ def files(root: Path, *patterns: str) -> list[Path]:
 
 
 CHAIN_FILES = files(EXAMPLES, "*.chain.yaml", "*.chain.yml") + files(OK, "*.chain.yaml", "*.chain.yml")
-HOOKS_FILES = files(EXAMPLES, "*.hooks.yaml", "*.hooks.yml") + files(OK, "*.hooks.yaml", "*.hooks.yml")
+# every hooks file of the examples and of the tests, but the ones that are wrong on purpose
+HOOKS_FILES = files(EXAMPLES, "*.hooks.yaml", "*.hooks.yml") + [
+    p for p in files(REPO / "tests", "*.hooks.yaml", "*.hooks.yml") if (REPO / "tests" / "chains" / "err") not in p.parents
+]
 
 
 def rel(path: Path) -> str:
     return path.relative_to(REPO).as_posix()
 
 
-@pytest.fixture(scope="module")
-def printed_schema() -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", "schema"], cwd=REPO,
+def print_schema(*args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", "schema", *args], cwd=REPO,
                           capture_output=True, check=False, text=True, encoding="utf-8", timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     schema = json.loads(proc.stdout)
     assert isinstance(schema, dict)
     return schema
+
+
+@pytest.fixture(scope="module")
+def printed_schema() -> dict[str, Any]:
+    return print_schema()
+
+
+@pytest.fixture(scope="module")
+def printed_hooks_schema() -> dict[str, Any]:
+    return print_schema("--hooks")
 
 
 @pytest.fixture(scope="module")
@@ -66,22 +81,14 @@ def hooks_schema() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def registry(chain_schema: dict[str, Any], hooks_schema: dict[str, Any]) -> Registry:
-    return Registry().with_resources(
-        [(chain_schema["$id"], DRAFT7.create_resource(chain_schema)),
-         (hooks_schema["$id"], DRAFT7.create_resource(hooks_schema))]
-    )
+def chain_validator(printed_schema: dict[str, Any]) -> Draft7Validator:
+    return Draft7Validator(printed_schema)
 
 
 @pytest.fixture(scope="module")
-def chain_validator(printed_schema: dict[str, Any], registry: Registry) -> Draft7Validator:
-    return Draft7Validator(printed_schema, registry=registry)
-
-
-@pytest.fixture(scope="module")
-def hooks_validator(hooks_schema: dict[str, Any], registry: Registry) -> Draft7Validator:
-    # The hooks schema is looked up by its $id, the way an editor that fetched it resolves its relative $ref.
-    return Draft7Validator({"$ref": hooks_schema["$id"]}, registry=registry)
+def hooks_validator(printed_hooks_schema: dict[str, Any]) -> Draft7Validator:
+    # used as the root schema, with nothing to fetch: as an editor does with a local file
+    return Draft7Validator(printed_hooks_schema)
 
 
 def errors_of(validator: Draft7Validator, instance: Any) -> list[str]:
@@ -101,15 +108,55 @@ def test_printed_schema_is_the_packaged_one(printed_schema: dict[str, Any], chai
     assert printed_schema == json.loads((REPO / "schemas" / "chain.schema.json").read_text(encoding="utf-8"))
 
 
-def test_hooks_schema_is_valid_draft_07(hooks_schema: dict[str, Any]) -> None:
-    Draft7Validator.check_schema(hooks_schema)
-    # allOf, not a bare $ref: draft-07 ignores the siblings of $ref (including $id)
-    assert hooks_schema["allOf"][0]["$ref"].startswith("chain.schema.json#")
+def test_hooks_schema_is_valid_draft_07(printed_hooks_schema: dict[str, Any]) -> None:
+    assert printed_hooks_schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    Draft7Validator.check_schema(printed_hooks_schema)
+
+
+def test_printed_hooks_schema_is_the_packaged_one(printed_hooks_schema: dict[str, Any],
+                                                   hooks_schema: dict[str, Any]) -> None:
+    assert printed_hooks_schema == hooks_schema
+    assert printed_hooks_schema == json.loads((REPO / "schemas" / "hooks.schema.json").read_text(encoding="utf-8"))
+
+
+def refs_in(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+        return found.union(*(refs_in(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(refs_in(v) for v in node))
+    return set()
+
+
+@pytest.mark.parametrize("which", ["chain", "hooks"])
+def test_schemas_are_ready_for_schemastore(which: str, printed_schema: dict[str, Any],
+                                           printed_hooks_schema: dict[str, Any]) -> None:
+    schema = printed_schema if which == "chain" else printed_hooks_schema
+    assert schema["$id"] == f"https://chainlang.dev/schemas/{which}.schema.json"
+    assert schema["title"] and schema["description"]
+    # every reference is local: the schema works from a file of its own, nothing fetched
+    refs = refs_in(schema)
+    assert refs and all(ref.startswith("#/definitions/") for ref in refs), refs
+    assert {ref.removeprefix("#/definitions/") for ref in refs} <= set(schema["definitions"])
+
+
+def test_hooks_schema_shares_the_chain_schema_definitions(printed_schema: dict[str, Any],
+                                                          printed_hooks_schema: dict[str, Any]) -> None:
+    """The hooks schema copies the definitions it needs (hooks, steps...) from the chain schema: they must not drift."""
+    chain_defs, hooks_defs = printed_schema["definitions"], printed_hooks_schema["definitions"]
+    shared = set(chain_defs) & set(hooks_defs)
+    assert {"hook", "step", "events", "eventStep", "compactStep"} <= shared
+    assert {name: hooks_defs[name] for name in shared} == {name: chain_defs[name] for name in shared}
+    assert set(hooks_defs) - shared == {"hookList", "hooksMapping"}
+    # and the hooks of a chain file are the hooks of a hooks file
+    assert chain_defs["chainFile"]["properties"]["hooks"] == hooks_defs["hooksMapping"]["properties"]["hooks"]
+    assert chain_defs["chainFile"]["properties"]["events"] == hooks_defs["hooksMapping"]["properties"]["events"]
 
 
 def test_there_are_files_to_validate() -> None:
     assert len(CHAIN_FILES) >= 5
-    assert HOOKS_FILES
+    assert len(HOOKS_FILES) >= 4
+    assert any(p.parts[0] == "examples" for p in map(Path, map(rel, HOOKS_FILES)))
 
 
 # -- valid files --------------------------------------------------------------------
@@ -123,19 +170,6 @@ def test_chain_files_validate(path: Path, chain_validator: Draft7Validator) -> N
 @pytest.mark.parametrize("path", HOOKS_FILES, ids=rel)
 def test_hooks_files_validate(path: Path, hooks_validator: Draft7Validator) -> None:
     assert errors_of(hooks_validator, load_yaml(path)) == []
-
-
-def test_hooks_schema_works_as_a_root_schema(hooks_schema: dict[str, Any], registry: Registry) -> None:
-    """hooks.schema.json used directly as the root schema (no retrieval URI).
-
-    Fails today: in draft-07 a `$ref` makes its sibling keywords, `$id`
-    included, be ignored, so the relative `chain.schema.json#/...` has no base
-    URI and cannot be resolved (referencing.exceptions.Unresolvable). Wrapping
-    the reference (`"allOf": [{"$ref": "chain.schema.json#/definitions/hooksFile"}]`)
-    keeps the `$id` in effect.
-    """
-    validator = Draft7Validator(hooks_schema, registry=registry)
-    assert errors_of(validator, load_yaml(HOOKS_FILES[0])) == []
 
 
 # -- invalid files ------------------------------------------------------------------
@@ -172,3 +206,115 @@ def test_invalid_chains_are_rejected(instance: Any, chain_validator: Draft7Valid
 )
 def test_invalid_hooks_are_rejected(instance: Any, hooks_validator: Draft7Validator) -> None:
     assert errors_of(hooks_validator, instance)
+
+
+# -- precise errors, as an editor shows them ------------------------------------------
+
+CHAIN_KEYS = ["chainlang", "chain", "description", "inputs", "steps", "hooks", "outputs", "limits", "allow", "events"]
+STEP_OPTIONS = ["id", "if", "foreach", "as", "timeout", "on_error", "description"]
+
+
+def all_errors(validator: Draft7Validator, instance: Any) -> list[tuple[list[Any], str]]:
+    return [(list(e.absolute_path), e.message) for e in validator.iter_errors(instance)]
+
+
+def best(validator: Draft7Validator, instance: Any) -> tuple[list[Any], str]:
+    error = best_match(validator.iter_errors(instance))
+    assert error is not None
+    return list(error.absolute_path), error.message
+
+
+def assert_names_unknown_key(errors: list[tuple[list[Any], str]], path: list[Any], key: str,
+                             allowed: list[str]) -> None:
+    """Every error is at `path` and about `key`; one says it is unexpected, one lists the allowed keys."""
+    assert errors, "no error"
+    assert all(where == path and repr(key) in message for where, message in errors), errors
+    assert any("was unexpected" in message or "does not match" in message for _, message in errors), errors
+    listing = [message for _, message in errors if "is not one of" in message]
+    assert len(listing) == 1, errors
+    assert all(repr(name) in listing[0] for name in allowed), listing
+
+
+@pytest.mark.parametrize(
+    ("instance", "path", "key", "allowed"),
+    [
+        ({"stpes": ["tools.now"], "steps": ["tools.now"]}, [], "stpes", CHAIN_KEYS),
+        ({"steps": ["tools.now"], "limits": {"max_step": 3}}, ["limits"], "max_step",
+         ["max_steps", "max_depth", "timeout", "max_parallel", "max_model_calls", "max_tokens"]),
+        ({"steps": [{"event": "tools.now", "tiemout": "3s"}]}, ["steps", 0], "tiemout",
+         [*STEP_OPTIONS, "event", "params", "decide", "retry", "max_parallel"]),
+        ([{"email.search": {"query": "x"}, "tiemout": "3s"}], [0], "tiemout",
+         [*STEP_OPTIONS, "decide", "retry", "max_parallel"]),
+        ([{"parallel": ["tools.now"], "retry": {"attempts": 2}}], [0], "retry", [*STEP_OPTIONS, "parallel", "max_parallel"]),
+        ([{"steps": ["tools.now"], "decide": "is it late"}], [0], "decide", [*STEP_OPTIONS, "steps", "max_parallel"]),
+        ([{"if": "x > 1", "then": ["tools.now"], "els": ["tools.now"]}], [0], "els", ["if", "then", "else"]),
+        ([["tools.now", {"event": "tools.now", "param": {}}]], [0, 1], "param", ["event", "params"]),
+        ({"steps": ["tools.now"], "hooks": [{"trigger": "pre:tools.now", "cancel": True, "colour": "red"}]},
+         ["hooks", 0], "colour", ["trigger", "condition", "action", "set", "cancel"]),
+        ({"steps": ["tools.now"], "events": {"a.b": {"description": "x", "paylod": {}}}}, ["events", "a.b"], "paylod",
+         ["description", "payload"]),
+    ],
+    ids=["top-level", "limits", "canonical-step", "compact-step", "parallel-block", "steps-block", "if-block",
+         "in-parallel-group", "chain-hook", "event-declaration"],
+)
+def test_an_unknown_key_is_named_with_the_allowed_keys(instance: Any, path: list[Any], key: str, allowed: list[str],
+                                                        chain_validator: Draft7Validator) -> None:
+    errors = [(where, message) for where, message in all_errors(chain_validator, instance)
+              if "is a required property" not in message]
+    assert_names_unknown_key(errors, path, key, allowed)
+    where, message = best(chain_validator, instance)
+    assert where == path and repr(key) in message
+
+
+def test_the_top_level_typo_of_the_issue(chain_validator: Draft7Validator) -> None:
+    """`stpes:` for `steps:` is reported as that key, not as "not valid under any of the given schemas"."""
+    errors = all_errors(chain_validator, {"chain": "a.b", "stpes": ["tools.now"]})
+    assert ([], "'steps' is a required property") in errors
+    assert ([], "Additional properties are not allowed ('stpes' was unexpected)") in errors
+    assert sorted(message for _, message in errors) == sorted([
+        "'steps' is a required property",
+        "Additional properties are not allowed ('stpes' was unexpected)",
+        f"'stpes' is not one of {CHAIN_KEYS!r}",
+    ])
+    assert not any("any of the given schemas" in message for _, message in errors)
+
+
+@pytest.mark.parametrize(
+    ("instance", "expected"),
+    [
+        # each wrong step gets the one error of its own form, not one per form tried
+        ([{"event": 42}], [([0, "event"], "42 is not of type 'string'")]),
+        ([{"event": "tools.now", "on_error": "explode"}], [([0, "on_error"], "'explode' is not one of ['fail', 'continue', 'break']")]),
+        ([{"parallel": []}], [([0, "parallel"], "[] should be non-empty")]),
+        ([{"steps": "tools.now"}], [([0, "steps"], "'tools.now' is not of type 'array'")]),
+        ([{"if": "x", "then": "tools.now"}], [([0, "then"], "'tools.now' is not of type 'array'")]),
+        ([{"email.send": {"to": "a"}, "timeout": "soon"}], [([0, "timeout"], "'soon' does not match '^(\\\\d+(\\\\.\\\\d+)?(ms|s|m|h|d))+$'")]),
+        ([42], [([0], "42 is not of type 'string', 'array', 'object'")]),
+        ([[]], [([0], "[] should be non-empty")]),
+        ([{"event": "tools.now", "retry": {"attempts": 1}}], [([0, "retry", "attempts"], "1 is less than the minimum of 2")]),
+    ],
+    ids=["event-42", "on-error", "empty-parallel", "steps-not-list", "then-not-list", "compact-timeout", "number",
+         "empty-group", "retry-attempts"],
+)
+def test_a_wrong_step_gets_the_errors_of_its_form_only(instance: Any, expected: list[tuple[list[Any], str]],
+                                                       chain_validator: Draft7Validator) -> None:
+    assert all_errors(chain_validator, instance) == expected
+    assert all_errors(chain_validator, {"steps": instance}) == [(["steps", *where], message) for where, message in expected]
+
+
+@pytest.mark.parametrize(
+    ("instance", "path", "key", "allowed"),
+    [
+        ([{"trigger": "post:email.received", "action": ["tools.now"], "colour": "red"}], [0], "colour",
+         ["id", "trigger", "condition", "priority", "after", "action", "cancel", "set", "mode", "max", "max_depth",
+          "on_error", "description"]),
+        ({"hooks": [{"trigger": "post:email.received", "action": ["tools.now"]}], "stepz": []}, [], "stepz",
+         ["chainlang", "description", "events", "hooks"]),
+        ({"hooks": [{"trigger": "post:a.b", "action": [{"event": "tools.now", "tiemout": "1s"}]}]},
+         ["hooks", 0, "action", 0], "tiemout", ["event", "params", "timeout"]),
+    ],
+    ids=["hook-key", "top-level", "action-step"],
+)
+def test_hooks_file_unknown_keys_are_named(instance: Any, path: list[Any], key: str, allowed: list[str],
+                                           hooks_validator: Draft7Validator) -> None:
+    assert_names_unknown_key(all_errors(hooks_validator, instance), path, key, allowed)

@@ -354,13 +354,15 @@ def serve(host: str, port: int, grace: str | None, workers: int, role: str | Non
 
 
 @main.command()
-def schema() -> None:
-    """Print the JSON Schema (draft-07) of chain files, for editors."""
+@click.option("--hooks", "hooks_file", is_flag=True, help="Print the schema of hooks files (*.hooks.yaml) instead.")
+def schema(hooks_file: bool) -> None:
+    """Print the JSON Schema (draft-07) of chain files, or of hooks files with --hooks, for editors."""
 
     def body() -> int:
         from chainlang.resources import read_text
 
-        click.echo(read_text("schemas", "chain.schema.json").rstrip("\n"))
+        name = "hooks.schema.json" if hooks_file else "chain.schema.json"
+        click.echo(read_text("schemas", name).rstrip("\n"))
         return 0
 
     _guarded(body)
