@@ -29,6 +29,15 @@ url = "sqlite:///state/chainlang.db"        # default: .chainlang/store.db
 token_env = "CHAINLANG_TOKEN"               # every request must carry this bearer token; allows other hosts
 grace = "30s"                               # on SIGTERM: how long running actions may take to finish
 max_failures = 3                            # failed runs in a row that make a task dead
+
+[mcp.servers.calc]                          # an MCP server (optional): its tools become events calc.TOOL
+command = "python"                          # a stdio server: the command and its args (run in this directory)
+args = ["tools/calc_server.py"]
+env = { CALC_MODE = "exact" }               # extra environment variables for the server
+timeout = "30s"                             # how long starting it and listing its tools may take
+
+[mcp.servers.search]
+url = "http://localhost:8000/mcp"           # or a server over streamable HTTP
 ```
 """
 
@@ -163,6 +172,54 @@ class ServeConfig(BaseModel):
         return _duration(value, 0, 3600, "0s to 1h")
 
 
+class McpServerConfig(BaseModel):
+    """`[mcp.servers.NAME]`: one MCP server, whose tools become the events `NAME.TOOL`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str | None = Field(default=None, min_length=1, description="a stdio server: the executable to start")
+    args: list[str] = Field(default_factory=list, description="a stdio server: its arguments")
+    env: dict[str, str] = Field(default_factory=dict, description="a stdio server: extra environment variables")
+    url: str | None = Field(default=None, min_length=1, pattern=r"^https?://",
+                            description="a server over streamable HTTP: its endpoint, e.g. http://localhost:8000/mcp")
+    timeout: str = Field(default="30s", description="how long starting the server and listing its tools may take")
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout_is_a_duration(cls, value: Any) -> Any:
+        return _duration(value, 1e-9, 600, "more than 0 and at most 10m")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServerConfig":
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command (a stdio server) or url (an HTTP server)")
+        if self.url is not None and (self.args or self.env):
+            raise ValueError("args and env are for a stdio server (command), not a url")
+        return self
+
+
+MCP_SERVER_NAME = r"^[a-z][a-z0-9_]*$"
+
+
+class McpConfig(BaseModel):
+    """`[mcp]`: the MCP servers whose tools are events."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict,
+                                                description="NAME = server; its tools are the events NAME.TOOL")
+
+    @field_validator("servers")
+    @classmethod
+    def _names_are_namespaces(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        import re
+
+        for name in value:
+            if not re.fullmatch(MCP_SERVER_NAME, name):
+                raise ValueError(f"server name {name!r} must be an event namespace: lowercase [a-z][a-z0-9_]*")
+        return value
+
+
 class ConfigFile(BaseModel):
     """The top level of `chainlang.toml`."""
 
@@ -174,3 +231,4 @@ class ConfigFile(BaseModel):
     models: ModelsConfig | None = None
     store: StoreConfig | None = None
     serve: ServeConfig | None = None
+    mcp: McpConfig | None = None

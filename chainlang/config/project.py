@@ -1,7 +1,8 @@
 """`chainlang.toml`: the project configuration, found by walking up from a directory.
 
 Keys (see `model.py`): `tools`, `chains`, and the optional tables `[decide]` (the
-decide model), `[store]` (where the store lives) and `[serve]` (chainlang serve). Paths in it are relative to the file's directory.
+decide model), `[store]` (where the store lives), `[serve]` (chainlang serve) and `[mcp]`
+(MCP servers whose tools are events). Paths in it are relative to the file's directory.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from chainlang.registry.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chainlang.config.model import DecideConfig, ModelsConfig, ServeConfig, StoreConfig
+    from chainlang.config.model import DecideConfig, McpConfig, ModelsConfig, ServeConfig, StoreConfig
 
 __all__ = ["CONFIG_NAME", "ProjectConfig", "display_path", "find_config", "find_project_config", "load_config"]
 
@@ -32,6 +33,7 @@ class ProjectConfig:
     models: ModelsConfig | None = field(default=None)
     store: StoreConfig | None = field(default=None)
     serve: ServeConfig | None = field(default=None)
+    mcp: McpConfig | None = field(default=None)
 
     @property
     def root(self) -> Path:
@@ -85,7 +87,7 @@ def load_config(path: Path) -> ProjectConfig:
         problems = "; ".join(_describe_error(error) for error in exc.errors())
         raise ConfigError(f"{shown}: {problems}") from None
     return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide,
-                         models=parsed.models, store=parsed.store, serve=parsed.serve)
+                         models=parsed.models, store=parsed.store, serve=parsed.serve, mcp=parsed.mcp)
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig | None:
@@ -115,10 +117,14 @@ def _describe_error(error: Any) -> str:
 
 
 def _known_keys(parent: tuple[Any, ...]) -> list[str]:
-    from chainlang.config.model import ConfigFile, DecideConfig, ModelsConfig, ModelTierConfig, ServeConfig, StoreConfig
+    from chainlang.config.model import (ConfigFile, DecideConfig, McpConfig, McpServerConfig, ModelsConfig,
+                                        ModelTierConfig, ServeConfig, StoreConfig)
 
-    tables: dict[Any, Any] = {"decide": DecideConfig, "store": StoreConfig, "serve": ServeConfig, "models": ModelsConfig}
+    tables: dict[Any, Any] = {"decide": DecideConfig, "store": StoreConfig, "serve": ServeConfig, "models": ModelsConfig,
+                              "mcp": McpConfig}
     model: Any = tables.get(parent[0], ConfigFile) if parent else ConfigFile
     if len(parent) >= 2 and parent[0] == "models":
         model = ModelTierConfig
+    if len(parent) >= 3 and parent[0] == "mcp" and parent[1] == "servers":
+        model = McpServerConfig
     return list(model.model_fields)

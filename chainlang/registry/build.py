@@ -19,7 +19,8 @@ def build_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> 
     """The stdlib, plus the tools listed in the nearest `chainlang.toml`
     (searched from `start_dir`, default the working directory; its entries are
     relative to the toml), plus `tools` (`--tools` refs: module names or .py
-    files relative to the working directory).
+    files relative to the working directory), plus the tools of the MCP servers
+in its `[mcp.servers]` (events `NAME.TOOL`, see `chainlang.registry.mcp`).
 
     Raises a RegistryError subclass (ConfigError, ToolLoadError, or
     RegistryError for a name declared twice) with a one-line message.
@@ -31,6 +32,11 @@ def build_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> 
     if config is not None and config.tools:
         for item in load_tools(list(config.tools), config.root, origin=f"listed in {display_path(config.path)}"):
             _add(registry, item)
+    if config is not None and config.mcp is not None and config.mcp.servers:
+        from chainlang.registry.mcp import mcp_specs  # imports the MCP SDK: only for a project that has servers
+
+        for spec in mcp_specs(config):
+            registry.add(spec)
     if tools:
         for item in load_tools(list(tools), Path.cwd(), origin="given with --tools"):
             _add(registry, item)

@@ -1,0 +1,138 @@
+"""MCP tools as events: `[mcp.servers.NAME]` in chainlang.toml, driven through the CLI
+against a small stdio MCP server (the official `mcp` SDK's MCPServer) the test writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP Python SDK is not installed (pip install 'chainlang[mcp]')")
+
+REPO = Path(__file__).resolve().parent.parent
+
+SERVER = textwrap.dedent(
+    '''\
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server = MCPServer("calc")
+
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+
+    @server.tool()
+    def shout(text: str) -> str:
+        """Upper-case a text."""
+        return text.upper()
+
+
+    @server.tool()
+    def fail() -> str:
+        """Always fails."""
+        raise ToolError("the calculator is broken")
+
+
+    server.run()
+    '''
+)
+
+
+def _toml(command: str, args: list[str]) -> str:
+    return f"[mcp.servers.calc]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mcp_project")
+    (root / "server.py").write_text(SERVER, encoding="utf-8")
+    (root / "chainlang.toml").write_text(_toml(sys.executable, ["server.py"]), encoding="utf-8")
+    return root
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_events_lists_the_servers_tools_with_their_schemas(project: Path) -> None:
+    done = cli(project, "events", "--json")
+    assert done.returncode == 0, done.stderr
+    events = {event["name"]: event for event in json.loads(done.stdout)}
+    assert {"calc.add", "calc.shout", "calc.fail"} <= set(events)
+    add = events["calc.add"]
+    assert add["kind"] == "tool" and add["implemented"] is True
+    assert add["description"] == "Add two numbers."
+    assert add["params"]["properties"]["a"]["type"] == "integer"
+    assert sorted(add["params"]["required"]) == ["a", "b"]
+    assert "MCP server 'calc'" in add["source"]
+
+
+def test_check_uses_the_servers_schema(project: Path) -> None:
+    (project / "bad.yaml").write_text("steps:\n  - calc.add: {a: two, b: 3}\n", encoding="utf-8")
+    done = cli(project, "check", "bad.yaml")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "param 'a' of calc.add: expected integer" in done.stdout
+    assert "CL015" in done.stdout
+
+
+def test_run_calls_the_tools(project: Path) -> None:
+    (project / "calc.yaml").write_text(
+        textwrap.dedent(
+            """\
+            steps:
+              - calc.add: {a: 2, b: 3}
+              - calc.shout: {text: "sum {calc.add.result.result}"}
+            outputs:
+              sum: "{calc.add.result.result}"
+              loud: "{calc.shout.result.result}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = cli(project, "run", "calc.yaml", "--json", "--progress", "quiet")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"sum": 5, "loud": "SUM 5"}
+
+
+def test_a_tool_error_fails_the_step_with_its_message(project: Path) -> None:
+    (project / "fail.yaml").write_text("steps:\n  - calc.fail\n", encoding="utf-8")
+    done = cli(project, "run", "fail.yaml", "--progress", "plain")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "calc.fail" in done.stderr
+    assert "the calculator is broken" in done.stderr
+
+
+def test_a_server_that_does_not_start_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "chainlang.toml").write_text(_toml("no-such-mcp-server-command", []), encoding="utf-8")
+    done = cli(tmp_path, "events")
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = done.stderr.strip()
+    assert "MCP server 'calc'" in message and "no-such-mcp-server-command" in message
+    assert "Traceback" not in done.stderr
+
+
+def test_the_config_needs_one_transport(tmp_path: Path) -> None:
+    (tmp_path / "chainlang.toml").write_text(
+        '[mcp.servers.calc]\ncommand = "x"\nurl = "http://localhost:1/mcp"\n', encoding="utf-8")
+    done = cli(tmp_path, "events")
+    assert done.returncode == 2
+    assert "exactly one of command" in done.stderr
+    (tmp_path / "chainlang.toml").write_text('[mcp.servers.Calc]\ncommand = "x"\n', encoding="utf-8")
+    done = cli(tmp_path, "events")
+    assert done.returncode == 2
+    assert "event namespace" in done.stderr
+    (tmp_path / "chainlang.toml").write_text('[mcp.servers.calc]\ncommand = "x"\nargz = []\n', encoding="utf-8")
+    done = cli(tmp_path, "events")
+    assert done.returncode == 2
+    assert "did you mean 'args'" in done.stderr
