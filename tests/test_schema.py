@@ -23,6 +23,7 @@ from jsonschema.exceptions import best_match
 from ruamel.yaml import YAML
 
 from chainlang.resources import data_dir
+from tests.test_docs import read_docs
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -170,6 +171,21 @@ def test_chain_files_validate(path: Path, chain_validator: Draft7Validator) -> N
 @pytest.mark.parametrize("path", HOOKS_FILES, ids=rel)
 def test_hooks_files_validate(path: Path, hooks_validator: Draft7Validator) -> None:
     assert errors_of(hooks_validator, load_yaml(path)) == []
+
+
+def clean_doc_examples() -> list[Any]:
+    """The yaml examples of the docs that `chainlang check` accepts (tests/test_docs.py checks that they do)."""
+    blocks, _ = read_docs()
+    return [pytest.param(block, id=block.id) for block in blocks
+            if block.lang == "yaml" and block.marker is not None and not block.marker.skip and not block.marker.rules]
+
+
+@pytest.mark.parametrize("block", clean_doc_examples())
+def test_doc_examples_validate(block: Any, chain_validator: Draft7Validator, hooks_validator: Draft7Validator) -> None:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.version = (1, 2)
+    validator = hooks_validator if block.marker.kind == "hooks" else chain_validator
+    assert errors_of(validator, yaml.load(block.text)) == []
 
 
 # -- invalid files ------------------------------------------------------------------
