@@ -19,7 +19,7 @@ from chainlang import __version__
 from chainlang.diagnostics import Diagnostic, Rule
 from chainlang.output import FORMATS, render
 from chainlang.output.github import escape_data, escape_property
-from chainlang.output.sarif import SARIF_SCHEMA, artifact_location
+from chainlang.output.sarif import SARIF_SCHEMA, artifact_location, help_uri
 from chainlang.diagnostics.rules import (
     ALL_RULES,
     EXPR_SYNTAX,
@@ -482,7 +482,7 @@ def test_sarif_driver_lists_every_rule(sarif_validator: Draft4Validator) -> None
     assert [(r["id"], r["name"], r["shortDescription"]["text"], r["defaultConfiguration"]["level"]) for r in rules] == [
         (rule.id, rule.slug, rule.title, rule.severity) for rule in ALL_RULES
     ]
-    assert all("helpUri" not in r for r in rules)
+    assert [r["helpUri"] for r in rules] == [help_uri(rule) for rule in ALL_RULES]
 
 
 def test_sarif_default_tool_version(sarif_validator: Draft4Validator) -> None:

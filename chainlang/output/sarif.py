@@ -1,8 +1,9 @@
 """Diagnostics as a SARIF 2.1.0 log, for code-scanning uploads.
 
 One run, whose `tool.driver` lists every rule of the catalogue (`id`, the slug
-as `name`, the title as `shortDescription`, the default level), so that a
-viewer can describe rules that produced no result in this run. Each result
+as `name`, the title as `shortDescription`, the default level, and a
+`helpUri`: the rule's page of the docs site), so that a viewer can describe
+rules that produced no result in this run. Each result
 points at its rule by `ruleId` and `ruleIndex`; a hint is appended to the
 message text.
 
@@ -13,29 +14,57 @@ are percent-encoded. A relative path stays relative, with `uriBaseId`
 scanning); an absolute path becomes a ``file://`` URI. Regions are 1-based
 with an exclusive end column, like SARIF's own, and columns are counted in
 Unicode code points (`columnKind`), as chainlang counts them.
+
+A rule's `helpUri` is ``<docs>/checks/<slug>/``, the page mkdocs builds from
+docs/checks/<slug>.md. ``<docs>`` is the environment variable
+``CHAINLANG_DOCS_URL`` when it holds an absolute URI (``https://...`` or
+``file://...``; SARIF requires an absolute URI here), else `DOCS_URL`. The
+project has no published site yet, so `DOCS_URL` is a placeholder under the
+reserved ``.invalid`` domain: set ``CHAINLANG_DOCS_URL`` to where the site is
+served (e.g. a `mkdocs gh-deploy` of the repository) for working links.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath, PureWindowsPath
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from chainlang.diagnostics import Diagnostic, Rule
 from chainlang.diagnostics.rules import ALL_RULES
 
-__all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "render"]
+__all__ = ["DOCS_URL", "DOCS_URL_ENV", "SARIF_SCHEMA", "SARIF_VERSION", "docs_url", "help_uri", "render"]
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+# The docs site's root when CHAINLANG_DOCS_URL does not name one; a placeholder
+# (RFC 2606 reserves .invalid) until the site is published.
+DOCS_URL = "https://chainlang.invalid/"
+DOCS_URL_ENV = "CHAINLANG_DOCS_URL"
 
 _RULE_INDEX = {rule.id: index for index, rule in enumerate(ALL_RULES)}
 _WINDOWS_ABSOLUTE = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
 
 
+def docs_url() -> str:
+    """The root of the docs site, ending in ``/``: $CHAINLANG_DOCS_URL if it is an absolute URI, else `DOCS_URL`."""
+    value = os.environ.get(DOCS_URL_ENV, "").strip()
+    if not value or not urlsplit(value).scheme or any(c.isspace() for c in value):
+        return DOCS_URL
+    return value if value.endswith("/") else value + "/"
+
+
+def help_uri(rule: Rule, base: str | None = None) -> str:
+    """The URI of a rule's docs page: ``<base>checks/<slug>/``."""
+    return f"{docs_url() if base is None else base}checks/{quote(rule.slug)}/"
+
+
 def render(diagnostics: Sequence[Diagnostic], *, tool_version: str) -> str:
+    base = docs_url()
     log = {
         "$schema": SARIF_SCHEMA,
         "version": SARIF_VERSION,
@@ -45,7 +74,7 @@ def render(diagnostics: Sequence[Diagnostic], *, tool_version: str) -> str:
                     "driver": {
                         "name": "chainlang",
                         "version": tool_version,
-                        "rules": [_rule(rule) for rule in ALL_RULES],
+                        "rules": [_rule(rule, base) for rule in ALL_RULES],
                     }
                 },
                 "columnKind": "unicodeCodePoints",
@@ -60,11 +89,12 @@ def _level(severity: str) -> str:
     return "error" if severity == "error" else "warning"
 
 
-def _rule(rule: Rule) -> dict[str, object]:
+def _rule(rule: Rule, base: str) -> dict[str, object]:
     return {
         "id": rule.id,
         "name": rule.slug,
         "shortDescription": {"text": rule.title},
+        "helpUri": help_uri(rule, base),
         "defaultConfiguration": {"level": _level(rule.severity)},
     }
 
