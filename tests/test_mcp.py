@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,39 @@ def test_the_config_needs_one_transport(tmp_path: Path) -> None:
     done = cli(tmp_path, "events")
     assert done.returncode == 2
     assert "did you mean 'args'" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def http_server(project: Path) -> Iterator[str]:
+    """The same server over streamable HTTP, on a free local port."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = project / "http_server.py"
+    script.write_text(SERVER.replace("server.run()", f'server.run("streamable-http", port={port})'), encoding="utf-8")
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the HTTP MCP server did not start")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_url_server_over_http(http_server: str, tmp_path: Path) -> None:
+    (tmp_path / "chainlang.toml").write_text(f"[mcp.servers.calc]\nurl = {json.dumps(http_server)}\n", encoding="utf-8")
+    (tmp_path / "add.yaml").write_text("steps:\n  - calc.add: {a: 20, b: 22}\noutputs:\n  sum: '{calc.add.result.result}'\n",
+                                       encoding="utf-8")
+    done = cli(tmp_path, "run", "add.yaml", "--json", "--progress", "quiet")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"sum": 42}
