@@ -160,6 +160,14 @@ def test_pre_commit_hook_fields() -> None:
         assert not pattern.search(name), name
 
 
+def test_pre_commit_reads_the_manifest() -> None:
+    """pre-commit's own schema of .pre-commit-hooks.yaml accepts the file."""
+    clientlib = pytest.importorskip("pre_commit.clientlib", reason="pre-commit is not installed (pip install pre-commit)")
+    (hook,) = clientlib.load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))
+    assert hook["id"] == "chainlang-check" and hook["language"] == "python"
+    assert hook["exclude"] == "^$" and hook["args"] == []  # nothing unexpected filled in
+
+
 def test_pre_commit_hook_entry_runs(shims: Path, tmp_path: Path) -> None:
     (hook,) = load_yaml(ROOT / ".pre-commit-hooks.yaml")
     files = {"good.chain.yaml": GOOD_CHAIN, "good.hooks.yml": GOOD_HOOKS,
