@@ -4,41 +4,17 @@ read from the store of the project of the working directory."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
+from chainlang.cli.projectstore import open_project_store, project_root
 from chainlang.pipeline import UsageError
-
-
-def _root() -> Path:
-    from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
-
-    try:
-        config = find_project_config(Path.cwd())
-    except RegistryError as exc:
-        raise UsageError(str(exc)) from None
-    return Path(config.root) if config is not None else Path.cwd()
-
-
-def _open(create: bool = False) -> Any:
-    from chainlang.store import StoreError
-    from chainlang.tasks.stored import project_store, store_exists
-
-    root = _root()
-    try:
-        if not create and not store_exists(root):
-            return None
-        return project_store(root)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def tasks_command(action: str, task_id: str | None, status: str | None, as_json: bool) -> int:
     from chainlang.stdlib.task import describe
     from chainlang.store import StoreError
 
-    store = _open()
+    store = open_project_store(project_root())
     if action == "list":
         rows = [] if store is None else [describe(t) for t in store.list_tasks(status=status)]
         if store is not None:

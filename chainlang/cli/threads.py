@@ -4,39 +4,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
+from chainlang.cli.projectstore import open_project_store, project_root
 from chainlang.pipeline import UsageError
 
 SUMMARY_WIDTH = 60  # the summary in a line of the list
 RESULT_WIDTH = 100  # an event's result in a line of show
-
-
-def _root(project: str | None) -> Path:
-    from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
-
-    start = Path.cwd() if project is None else Path(project)
-    if project is not None and not start.is_dir():
-        raise UsageError(f"--project {project}: not a directory; give the project's directory (where chainlang.toml is)")
-    try:
-        config = find_project_config(start)
-    except RegistryError as exc:
-        raise UsageError(str(exc)) from None
-    return Path(config.root) if config is not None else start
-
-
-def _open(root: Path, create: bool = False) -> Any:
-    from chainlang.store import StoreError
-    from chainlang.tasks.stored import project_store, store_exists
-
-    try:
-        if not create and not store_exists(root):
-            return None
-        return project_store(root)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def describe(thread: Any) -> dict[str, Any]:
@@ -49,11 +23,11 @@ def threads_command(action: str, thread_id: str | None, status: str | None, summ
                     limit: int | None, project: str | None, as_json: bool) -> int:
     from chainlang.store import StoreError
 
-    root = _root(project)
+    root = project_root(project)
     if action == "list":
         if thread_id is not None:
             raise UsageError(f"chainlang threads list takes no THREAD_ID (to see one: chainlang threads show {thread_id})")
-        store = _open(root)
+        store = open_project_store(root)
         rows = [] if store is None else [describe(t) for t in store.list_threads(status=status)]
         if store is not None:
             store.close()
@@ -71,7 +45,7 @@ def threads_command(action: str, thread_id: str | None, status: str | None, summ
         raise UsageError(f"chainlang threads {action} needs a THREAD_ID (see chainlang threads list)")
     if summary is not None and action != "create":
         raise UsageError("--summary goes with create")
-    store = _open(root, create=action == "create")
+    store = open_project_store(root, create=action == "create")
     if store is None:
         raise UsageError(f"{thread_id}: no such thread (this project has no threads; create one with: "
                          f"chainlang threads create {thread_id})")
