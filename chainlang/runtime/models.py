@@ -143,6 +143,11 @@ class StepModels:
     def configured(self) -> bool:
         return self.service.tiers.configured
 
+    @property
+    def memory(self) -> str:
+        """The tier the thread and memory events ask (`[models] memory`), or "embedded"."""
+        return self.service.tiers.memory
+
     async def ask(self, tier: str, request: ModelRequest) -> ModelAnswer:
         return await self.service.ask(self.step, self.event, tier, request)
 

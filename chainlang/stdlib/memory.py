@@ -30,7 +30,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from chainlang.stdlib.projectstore import open_store, project_of
+from chainlang.stdlib.projectstore import memory_tier, open_store, project_of
 
 from . import lexical
 
@@ -134,7 +134,7 @@ async def digest(ctx: "RunContext", period: str) -> dict[str, Any]:
         result["entries"] = len(entries)
         if not entries:
             return result
-        tier = _memory_tier(ctx)
+        tier = memory_tier(ctx)
         if tier == "embedded":
             people, projects = lexical.entities(e.content for e in entries)
         else:
@@ -157,11 +157,6 @@ NAMES_SCHEMA: dict[str, Any] = {
     "required": ["people", "projects"],
     "additionalProperties": False,
 }
-
-
-def _memory_tier(ctx: "RunContext") -> str:
-    tiers = getattr(getattr(ctx.models, "service", None), "tiers", None)
-    return str(getattr(tiers, "memory", "embedded"))
 
 
 async def _model_names(ctx: "RunContext", tier: str, period: dict[str, Any],

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from chainlang.runtime.context import RunContext
     from chainlang.store import Store
 
-__all__ = ["open_store", "project_of"]
+__all__ = ["memory_tier", "open_store", "project_of"]
 
 
 def project_of(ctx: "RunContext", family: str) -> Path:
@@ -30,3 +30,9 @@ def open_store(root: Path) -> "Store":
         return project_store(root)
     except StoreError as exc:
         raise ValueError(f"the project's store cannot be opened: {exc}") from None
+
+
+def memory_tier(ctx: "RunContext") -> str:
+    """The model tier the thread and memory events ask (`[models] memory`), or "embedded"
+    (no model; also for a ctx of a run without model tiers)."""
+    return str(ctx.models.memory) if ctx.models is not None else "embedded"

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from chainlang.stdlib.projectstore import open_store, project_of
+from chainlang.stdlib.projectstore import memory_tier, open_store, project_of
 
 from chainlang.stdlib.lexical import STOPWORDS, bm25_scores, keywords, mask_secrets, summarize as summarize_texts
 from chainlang.stdlib.lexical import tokens
@@ -148,7 +148,7 @@ async def match(ctx: "RunContext", message: str, thread_id: str | None = None) -
     if found is None:
         return {"action": "new", "thread_id": new_id}
     current, candidates = found
-    tier = _memory_tier(ctx)
+    tier = memory_tier(ctx)
     if tier == "embedded":
         decision = _decide(candidates, current, message)
     else:
@@ -261,12 +261,6 @@ MATCH_SCHEMA: dict[str, Any] = {
 }
 
 
-def _memory_tier(ctx: "RunContext") -> str:
-    """The tier the thread and memory events ask (`[models] memory`), or "embedded"."""
-    tiers = getattr(getattr(ctx.models, "service", None), "tiers", None)
-    return str(getattr(tiers, "memory", "embedded"))
-
-
 async def _model_match(ctx: "RunContext", tier: str, message: str, current: "ThreadRecord | None",
                        candidates: list[_Candidate]) -> dict[str, Any]:
     """The tier's choice among the current thread and the best lexical candidates, checked:
@@ -332,7 +326,7 @@ async def summarize(ctx: "RunContext", thread_id: str) -> dict[str, Any]:
     import asyncio
 
     moment = ctx.now()
-    tier = _memory_tier(ctx)
+    tier = memory_tier(ctx)
     root = project_of(ctx, "thread")
 
     def read() -> tuple["ThreadRecord", list["ThreadEvent"]]:
