@@ -73,6 +73,13 @@ class Registry:
             )
         self._specs[spec.name] = spec
 
+    def replace(self, spec: EventSpec) -> None:
+        """Put `spec` in place of the event of the same name, which must exist (a test's fake
+        of a tool: chainlang.testing.fakes)."""
+        if spec.name not in self._specs:
+            raise RegistryError(f"event '{spec.name}' is not registered: nothing to replace")
+        self._specs[spec.name] = spec
+
     def copy(self) -> Registry:
         """An independent registry with the same events."""
         new = Registry()
