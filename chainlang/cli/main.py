@@ -369,6 +369,28 @@ def schema(hooks_file: bool) -> None:
 
 
 @main.command()
+def lsp() -> None:
+    """Run the language server on stdin/stdout, for editors.
+
+    Diagnostics from the checker as you type, completion of event names, keys and
+    params, hover help on events. Started by the editor, not by hand; needs the lsp
+    extra (pip install 'chainlang[lsp]').
+    """
+
+    def body() -> int:
+        try:
+            import pygls  # noqa: F401
+        except ImportError:
+            raise _usage("chainlang lsp needs the lsp extra: pip install 'chainlang[lsp]'") from None
+        from chainlang.lsp import serve_stdio
+
+        serve_stdio()
+        return 0
+
+    _guarded(body)
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the registry as JSON.")
 @_tools_option
 def events(as_json: bool, tools: tuple[str, ...]) -> None:

@@ -1,0 +1,278 @@
+"""`chainlang lsp` driven as an editor drives it: JSON-RPC over the stdio of a
+real `python -m chainlang lsp` process, with Content-Length framing."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pygls")
+
+TIMEOUT = 10.0  # a broken server fails the test instead of hanging it
+
+
+class Client:
+    """A minimal LSP client: requests wait for their response, notifications are kept in order."""
+
+    def __init__(self, cwd: Path, docs_url: str | None = None) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("CHAINLANG_DOCS_URL", None)
+        if docs_url is not None:
+            env["CHAINLANG_DOCS_URL"] = docs_url
+        self.proc = subprocess.Popen([sys.executable, "-m", "chainlang", "lsp"], cwd=cwd, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.notes: list[dict[str, Any]] = []
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = None
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                name, _, value = line.decode("ascii").partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            assert length is not None
+            self.messages.put(json.loads(out.read(length)))
+
+    def send_raw(self, body: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_raw(json.dumps({"jsonrpc": "2.0", **message}).encode())
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.send({"method": method, "params": params})
+
+    def request(self, method: str, params: Any) -> Any:
+        self.next_id += 1
+        ident = self.next_id
+        self.send({"id": ident, "method": method, "params": params})
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            msg = self._get(deadline, f"response to {method}")
+            if msg.get("id") == ident and "method" not in msg:
+                assert "error" not in msg, msg
+                return msg.get("result")
+            self._keep(msg)
+
+    def _keep(self, msg: dict[str, Any]) -> None:
+        if "method" in msg and "id" in msg:  # a request from the server (e.g. registerCapability): accept it
+            self.send({"id": msg["id"], "result": None})
+        else:
+            self.notes.append(msg)
+
+    def _get(self, deadline: float, what: str) -> dict[str, Any]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no {what} within {TIMEOUT}s")
+        try:
+            return self.messages.get(timeout=left)
+        except queue.Empty:
+            raise AssertionError(f"no {what} within {TIMEOUT}s") from None
+
+    def wait_note(self, method: str, match: Callable[[dict[str, Any]], bool] = lambda p: True) -> dict[str, Any]:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            for i, note in enumerate(self.notes):
+                if note.get("method") == method and match(note["params"]):
+                    del self.notes[: i + 1]
+                    return note["params"]
+            self._keep(self._get(deadline, method))
+
+    def diagnostics(self, uri: str, version: int | None = None) -> list[dict[str, Any]]:
+        params = self.wait_note("textDocument/publishDiagnostics",
+                                lambda p: p["uri"] == uri and (version is None or p.get("version") == version))
+        return list(params["diagnostics"])
+
+    def open(self, path: Path, text: str, version: int = 1) -> str:
+        uri = path.as_uri()
+        self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "yaml", "version": version, "text": text}})
+        return uri
+
+    def change(self, uri: str, text: str, version: int) -> None:
+        self.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
+                                               "contentChanges": [{"text": text}]})
+
+    def complete(self, uri: str, line: int, character: int) -> list[str]:
+        result = self.request("textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}})
+        items = result["items"] if isinstance(result, dict) else (result or [])
+        return [item["label"] for item in items]
+
+    def close(self) -> int:
+        self.request("shutdown", None)
+        self.notify("exit", {})
+        try:
+            return self.proc.wait(timeout=TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[Client]:
+    c = Client(tmp_path)
+    result = c.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {}})
+    assert result["capabilities"]["completionProvider"]
+    assert result["capabilities"]["hoverProvider"]
+    c.notify("initialized", {})
+    yield c
+    if c.proc.poll() is None:
+        c.proc.kill()
+        c.proc.wait(timeout=TIMEOUT)
+
+
+def test_diagnostics_as_you_type(client: Client, tmp_path: Path) -> None:
+    uri = client.open(tmp_path / "a.chain.yaml", "steps:\n  - tools.nwo\n")
+    [diag] = client.diagnostics(uri, 1)
+    assert diag["code"] == "CL014"
+    assert diag["severity"] == 1
+    assert diag["range"] == {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 13}}
+    assert "unknown event 'tools.nwo'" in diag["message"] and "did you mean 'tools.now'?" in diag["message"]
+    assert "codeDescription" not in diag  # no docs site known: no placeholder link
+    client.change(uri, "steps:\n  - tools.now\n", 2)
+    assert client.diagnostics(uri, 2) == []
+    client.change(uri, "steps:\n  - tools.now\n  - x: [\n", 3)
+    [syntax] = client.diagnostics(uri, 3)
+    assert syntax["code"] == "CL001"
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    assert client.diagnostics(uri) == []
+    assert client.close() == 0
+
+
+def test_rapid_changes_check_the_last_text(client: Client, tmp_path: Path) -> None:
+    uri = client.open(tmp_path / "a.chain.yaml", "steps:\n  - tools.now\n")
+    assert client.diagnostics(uri, 1) == []
+    for version in range(2, 30):
+        client.change(uri, f"steps:\n  - tools.no{'w' * (version % 3)}\n  - bad.{'x' * version}\n", version)
+    final = client.diagnostics(uri, 29)
+    assert [d["code"] for d in final] == ["CL014", "CL014"]
+    time.sleep(0.5)
+    client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+    stale = [n for n in client.notes if n.get("method") == "textDocument/publishDiagnostics" and n["params"].get("version", 0) < 29]
+    assert not stale, "the checks of superseded text were published"
+
+
+def test_docs_link_when_the_site_is_known(tmp_path: Path) -> None:
+    c = Client(tmp_path, docs_url="https://docs.example.org/chainlang")
+    try:
+        c.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+        c.notify("initialized", {})
+        uri = c.open(tmp_path / "a.chain.yaml", "steps:\n  - tools.nwo\n")
+        [diag] = c.diagnostics(uri, 1)
+        assert diag["codeDescription"]["href"] == "https://docs.example.org/chainlang/checks/unknown-event/"
+        hover = c.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+        assert hover is None
+    finally:
+        c.proc.kill()
+        c.proc.wait(timeout=TIMEOUT)
+
+
+def test_completion_of_events_keys_and_params(client: Client, tmp_path: Path) -> None:
+    text = ("steps:\n"
+            "  - event: tools.date_calc\n"   # 1
+            "    params:\n"                   # 2
+            "      \n"                        # 3
+            "  - tools.date_calc: {from: x, }\n"  # 4
+            "  - \n"                          # 5
+            "lim\n")                          # 6
+    uri = client.open(tmp_path / "c.chain.yaml", text)
+    events = client.complete(uri, 1, len("  - event: tools.d"))
+    assert events == ["tools.date_calc"]  # the ones the typed part begins
+    events = client.complete(uri, 1, len("  - event: "))
+    assert {"tools.date_calc", "tools.now", "user.notify", "agent.chain"} <= set(events)
+    params = client.complete(uri, 3, 6)
+    assert {"from", "add", "subtract", "find", "format"} <= set(params)
+    flow = client.complete(uri, 4, len("  - tools.date_calc: {from: x, "))
+    assert "add" in flow and "tools.now" not in flow
+    step = client.complete(uri, 5, 4)
+    assert {"tools.now", "event", "parallel", "if", "retry"} <= set(step)
+    top = client.complete(uri, 6, 3)
+    assert {"limits", "outputs", "allow", "chain"} <= set(top) and "steps" not in top  # written already
+    result = client.request("textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": 3, "character": 6}})
+    items = result["items"] if isinstance(result, dict) else result
+    [from_item] = [i for i in items if i["label"] == "from"]
+    assert "required" in from_item["detail"] and from_item["documentation"]["value"].startswith("The starting point")
+
+
+def test_completion_in_hooks(client: Client, tmp_path: Path) -> None:
+    text = "- trigger: pre:tools.\n  \n"
+    uri = client.open(tmp_path / "h.hooks.yaml", text)
+    assert "tools.now" in client.complete(uri, 0, len("- trigger: pre:tools."))
+    keys = client.complete(uri, 1, 2)
+    assert {"condition", "action", "cancel"} <= set(keys) and "trigger" not in keys
+
+
+def test_hover(client: Client, tmp_path: Path) -> None:
+    uri = client.open(tmp_path / "h.chain.yaml", "steps:\n  - event: tools.date_calc\n")
+    result = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 16}})
+    value = result["contents"]["value"]
+    assert value.startswith("**tools.date_calc**") and "Date arithmetic" in value and "params:" in value
+    assert '"from"' in value  # the params schema
+    assert result["range"] == {"start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 26}}
+    assert client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 1}}) is None
+
+
+def test_project_tools_and_named_chains(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "chainlang.toml").write_text('tools = ["tools.py"]\nchains = ["chains"]\n')
+    (tmp_path / "tools.py").write_text(
+        "from chainlang import event\n\n"
+        "@event('crm.lookup', description='Look a customer up')\n"
+        "def lookup(email: str) -> dict:\n"
+        "    return {}\n")
+    (tmp_path / "chains").mkdir()
+    (tmp_path / "chains" / "weekly.chain.yaml").write_text("chain: reports.weekly\nsteps:\n  - tools.now\n")
+    sub = tmp_path / "flows"
+    sub.mkdir()
+    uri = client.open(sub / "a.chain.yaml", "steps:\n  - crm.lookup: {email: a@b.c}\n  - reports.weekly\n  - event: \n")
+    # the tool's event and the named chain resolve: only the unfinished step is reported
+    assert [d["code"] for d in client.diagnostics(uri, 1)] == ["CL011"]
+    names = client.complete(uri, 3, len("  - event: "))
+    assert {"crm.lookup", "reports.weekly", "tools.now"} <= set(names)
+    assert "email" in client.complete(uri, 1, len("  - crm.lookup: {"))
+    hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 6}})
+    assert "Look a customer up" in hover["contents"]["value"]
+
+
+def test_broken_project_is_reported_not_fatal(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "chainlang.toml").write_text('tools = ["missing_module_xyz"]\n')
+    uri = client.open(tmp_path / "a.chain.yaml", "steps:\n  - tools.now\n")
+    [diag] = client.diagnostics(uri, 1)
+    assert "cannot check" in diag["message"] and "missing_module_xyz" in diag["message"]
+    assert client.close() == 0
+
+
+def test_garbage_and_huge_input(client: Client, tmp_path: Path) -> None:
+    client.send_raw(b"this is not json")
+    client.send({"id": 99, "method": "no/such/method", "params": {}})
+    client.send({"method": "textDocument/didOpen", "params": {"bogus": True}})
+    huge = "steps:\n" + "  - tools.now\n" * 400_000  # past the checker's 4 MiB limit
+    uri = client.open(tmp_path / "big.chain.yaml", huge)
+    codes = {d["code"] for d in client.diagnostics(uri, 1)}
+    assert codes == {"CL004"}
+    client.complete(uri, 5, 4)
+    binary = client.open(tmp_path / "bin.chain.yaml", "\x00\x01\ufffe" + "é" * 50 + "\n- [ {\n")
+    assert all(d["code"].startswith("CL") for d in client.diagnostics(binary, 1))
+    other = client.open(tmp_path / "notes.txt", "hello")  # not a chain: left alone
+    assert client.complete(other, 0, 2) == []
+    assert client.close() == 0  # still answering after all that
