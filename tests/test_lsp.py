@@ -276,3 +276,62 @@ def test_garbage_and_huge_input(client: Client, tmp_path: Path) -> None:
     other = client.open(tmp_path / "notes.txt", "hello")  # not a chain: left alone
     assert client.complete(other, 0, 2) == []
     assert client.close() == 0  # still answering after all that
+
+
+def test_completion_knows_what_is_written(client: Client, tmp_path: Path) -> None:
+    text = ("allow:\n"
+            "  - tools.\n"                                    # 1: an allow item
+            "steps:\n"
+            "  - id: first\n"
+            "    \n"                                          # 4: compact step: options and events
+            "    timeout: 5s\n"
+            "  - event: tools.date_calc\n"
+            "    params: {from: x, }\n"                       # 7: `from` is written already
+            "  - event: tools.now\n"
+            "    \n"                                          # 9: a canonical step's keys
+            "    id: later\n")
+    uri = client.open(tmp_path / "k.chain.yaml", text)
+    assert {"tools.now", "tools.date_calc"} <= set(client.complete(uri, 1, len("  - tools.")))
+    compact = client.complete(uri, 4, 4)
+    assert {"tools.now", "retry", "if", "event"} <= set(compact)
+    assert "id" not in compact and "timeout" not in compact  # above and below the cursor
+    flow = client.complete(uri, 7, len("    params: {from: x, "))
+    assert "add" in flow and "from" not in flow
+    canonical = client.complete(uri, 9, 4)
+    assert {"params", "retry"} <= set(canonical)
+    assert not {"event", "id", "tools.now", "parallel", "then"} & set(canonical)
+
+
+def test_incremental_changes_and_utf16_positions(client: Client, tmp_path: Path) -> None:
+    uri = client.open(tmp_path / "u.chain.yaml", "steps:\n  - user.notify: {message: \"😀\"}\n  - tools.now\n")
+    assert client.diagnostics(uri, 1) == []
+    # replace `now` with `nwo` by a ranged edit, as editors send them
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 2, "character": 10}, "end": {"line": 2, "character": 13}}, "text": "nwo"}]})
+    [diag] = client.diagnostics(uri, 2)
+    assert diag["range"]["start"] == {"line": 2, "character": 4}
+    # on a line after an astral character, columns count UTF-16 code units
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 3},
+                                             "contentChanges": [{"text": "steps:\n  - {user.notify: {message: \"😀\"}, retyr: 1}\n"}]})
+    [diag] = client.diagnostics(uri, 3)
+    assert diag["code"] == "CL010"
+    line = "  - {user.notify: {message: \"😀\"}, retyr: 1}"
+    col = len(line[: line.index("retyr")].encode("utf-16-le")) // 2
+    assert diag["range"]["start"] == {"line": 1, "character": col}
+    hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 1, "character": col + 1}})
+    assert hover is None  # a key, not an event
+
+
+def test_hover_on_a_rule_code(client: Client, tmp_path: Path) -> None:
+    uri = client.open(tmp_path / "r.chain.yaml", "# see CL014\nsteps:\n  - tools.now\n")
+    hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 8}})
+    assert "unknown-event" in hover["contents"]["value"]
+
+
+def test_without_pygls_a_clear_error(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['pygls'] = None\n"
+            "from chainlang.cli.main import main\n"
+            "main(['lsp'], prog_name='chainlang')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "chainlang: error: chainlang lsp needs the lsp extra: pip install 'chainlang[lsp]'"

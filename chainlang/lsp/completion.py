@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from chainlang.lsp import keys
-from chainlang.lsp.context import EVENT_NAME, Cursor, Frame
+from chainlang.lsp.context import EVENT_NAME, STEP_LISTS, Cursor, Frame
 
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
@@ -25,7 +25,7 @@ def complete(cursor: Cursor, registry: "Registry", hooks_file: bool, position: t
         return _events(registry, edit_range, cursor.prefix)
     if cursor.kind == "flow-key":
         spec = _params_owner(cursor.flow_owner, frames[-1] if frames else None, registry)
-        return _params(spec, set(), edit_range) if spec else []
+        return _params(spec, cursor.flow_present, edit_range) if spec else []
     if cursor.kind == "step":
         present = set(frames[-1].siblings) if frames else set()
         if not frames or (frames[-1].key is None and hooks_file):
@@ -39,28 +39,40 @@ def complete(cursor: Cursor, registry: "Registry", hooks_file: bool, position: t
             return _events(registry, edit_range, cursor.prefix)
         return []
     if cursor.kind == "key" and frames:
-        return _key_items(frames, registry, hooks_file, edit_range)
+        return _key_items(frames, registry, hooks_file, edit_range, cursor.prefix)
     return []
 
 
-def _key_items(frames: list[Frame], registry: "Registry", hooks_file: bool, edit_range: types.Range) -> list[types.CompletionItem]:
+def _key_items(frames: list[Frame], registry: "Registry", hooks_file: bool, edit_range: types.Range,
+               prefix: str) -> list[types.CompletionItem]:
     here = frames[-1]
     present = set(here.siblings)
     parent = frames[-2] if len(frames) > 1 else None
     if here.key is None:
-        if here.item:  # an item of a top-level list
-            return _keys(keys.hook_keys() if hooks_file else keys.step_keys(present), present, edit_range)
+        if here.item and hooks_file:  # an item of a top-level list
+            return _keys(keys.hook_keys(), present, edit_range)
+        if here.item:
+            return _step_items(present, registry, edit_range, prefix)
         return _keys(keys.top_keys(hooks_file), present, edit_range)
     if here.item and here.key in ("hooks",):
         return _keys(keys.hook_keys(), present, edit_range)
-    if here.item and here.key in ("steps", "action", "then", "else", "parallel"):
-        return _keys(keys.step_keys(present), present, edit_range)
+    if here.item and here.key in STEP_LISTS:
+        return _step_items(present, registry, edit_range, prefix)
     if here.key in ("limits", "retry"):
         return _keys(keys.keys_of(here.key), present, edit_range)
     if parent is not None and parent.key == "events" and not parent.item:
         return _keys(keys.event_decl_keys(), present, edit_range)
     spec = _params_owner(here.key, parent, registry)
     return _params(spec, present, edit_range) if spec else []
+
+
+def _step_items(present: set[str], registry: "Registry", edit_range: types.Range, prefix: str) -> list[types.CompletionItem]:
+    """A key of a step: its options, and, while it has no form key and no event key yet, an
+    event name (the compact form `EVENT: params`)."""
+    items = _keys(keys.step_keys(present), present, edit_range)
+    if not present & set(keys.STEP_FORMS) and not any(EVENT_NAME.match(k) for k in present):
+        items += _events(registry, edit_range, prefix, ": ")
+    return items
 
 
 def _params_owner(key: str | None, step: Frame | None, registry: "Registry") -> "EventSpec | None":
@@ -79,7 +91,7 @@ def _params_owner(key: str | None, step: Frame | None, registry: "Registry") -> 
     return None
 
 
-def _events(registry: "Registry", edit_range: types.Range, prefix: str) -> list[types.CompletionItem]:
+def _events(registry: "Registry", edit_range: types.Range, prefix: str, suffix: str = "") -> list[types.CompletionItem]:
     items = []
     for spec in registry.specs():
         if not spec.name.startswith(prefix.rstrip("*?")):
@@ -90,7 +102,7 @@ def _events(registry: "Registry", edit_range: types.Range, prefix: str) -> list[
             kind=types.CompletionItemKind.Event,
             detail=f"{spec.kind} event" + (f": {first}" if first else ""),
             documentation=types.MarkupContent(types.MarkupKind.Markdown, spec.description or ""),
-            text_edit=types.TextEdit(edit_range, spec.name),
+            text_edit=types.TextEdit(edit_range, spec.name + suffix),
             sort_text=f"1{spec.name}",
         ))
         if len(items) >= MAX_ITEMS:

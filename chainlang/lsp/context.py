@@ -39,6 +39,7 @@ class Cursor:
     prefix: str
     frames: list[Frame]
     flow_owner: str | None = None
+    flow_present: set[str] = field(default_factory=set)  # keys already in that `{...}`
 
 
 def _parse(line: str) -> tuple[int, int, str, str | None, str | None] | None:
@@ -114,9 +115,11 @@ def cursor_context(lines: Sequence[str], row: int, col: int) -> Cursor:
     is_item = bool(m["dashes"])
     rest = m["rest"]
     if flow is not None:
-        owner, prefix = flow
+        owner, prefix, present = flow
         frames = frames_at(lines, row, start if is_item else key_col, is_item)
-        return Cursor("flow-key", prefix, frames, flow_owner=owner)
+        if frames:  # `- event: x\n  params: {` or `- {event: x, params: {`: the step's keys on this line count
+            frames[-1].siblings.update(_line_keys(rest))
+        return Cursor("flow-key", prefix, frames, flow_owner=owner, flow_present=present)
     k = _KEY.match(rest)
     if k is not None:  # after `key: ` on the cursor's line: a value
         key, value = k["key"], k["value"] or ""
@@ -133,6 +136,9 @@ def cursor_context(lines: Sequence[str], row: int, col: int) -> Cursor:
     if rest[: len(rest) - len(prefix)].strip():
         return Cursor("", "", [])  # in the middle of a value
     frames = frames_at(lines, row, start if is_item else key_col, is_item)
+    if frames:
+        for key in keys_below(lines, row, key_col):
+            frames[-1].siblings.setdefault(key, "")
     if is_item:
         list_key = frames[-1].key if frames else None
         top = list_key is None and len(frames) == 1  # an item of a top-level list: a step (or a hook)
@@ -140,9 +146,30 @@ def cursor_context(lines: Sequence[str], row: int, col: int) -> Cursor:
     return Cursor("key", prefix, frames)
 
 
-def _flow(before: str) -> tuple[str, str] | None:
+def keys_below(lines: Sequence[str], row: int, column: int) -> list[str]:
+    """The keys at `column` below line `row` that belong to the same mapping (written
+    after the cursor: not offered again)."""
+    out: list[str] = []
+    for r in range(row + 1, len(lines)):
+        parsed = _parse(lines[r])
+        if parsed is None:
+            continue
+        start, key_col, _rest, key, _value = parsed
+        if start < column or key_col < column:
+            break  # the mapping ended (or a new item of its list began)
+        if key_col == column and start == column and key is not None:
+            out.append(key)
+    return out
+
+
+def _line_keys(rest: str) -> dict[str, str]:
+    """`key: value` pairs written on one line before a flow mapping (`event: x` of `{event: x, params: {`)."""
+    return {m[1]: m[2].strip() for m in re.finditer(r"([A-Za-z0-9_.\-]+)\s*:\s*([^,{}]*)", rest) if m[2].strip()}
+
+
+def _flow(before: str) -> tuple[str, str, set[str]] | None:
     """In a `{...}` mapping opened on this line at a key position: (the key the mapping
-    is the value of, the partial key typed)."""
+    is the value of, the partial key typed, the keys written in it so far)."""
     depth = 0
     opened = -1
     for i in range(len(before) - 1, -1, -1):
@@ -163,4 +190,5 @@ def _flow(before: str) -> tuple[str, str] | None:
     owner = re.search(r"([A-Za-z0-9_.\-]+)\s*:\s*$", before[:opened])
     if owner is None:
         return None
-    return owner[1], last.strip()
+    present = set(re.findall(r"(?:^|,)\s*([A-Za-z0-9_\-]+)\s*:", re.sub(r"\{[^{}]*\}|\[[^\[\]]*\]", "", inside)))
+    return owner[1], last.strip(), present
