@@ -252,6 +252,15 @@ def test_project_tools_and_named_chains(client: Client, tmp_path: Path) -> None:
     assert "email" in client.complete(uri, 1, len("  - crm.lookup: {"))
     hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 6}})
     assert "Look a customer up" in hover["contents"]["value"]
+    # a tool added to tools.py is known once a document is saved (the tools file is imported again)
+    tools = tmp_path / "tools.py"
+    tools.write_text(tools.read_text() + "\n@event('crm.update', description='Update a customer')\ndef update() -> dict:\n    return {}\n")
+    later = tools.stat().st_mtime + 5
+    os.utime(tools, (later, later))
+    client.change(uri, "steps:\n  - crm.update\n", 2)
+    assert [d["code"] for d in client.diagnostics(uri, 2)] == ["CL014"]  # not saved yet: the cached project
+    client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+    assert client.diagnostics(uri, 2) == []
 
 
 def test_broken_project_is_reported_not_fatal(client: Client, tmp_path: Path) -> None:

@@ -4,12 +4,16 @@ The project is found as `chainlang check` finds it: chainlang.toml from the
 file's directory upward. Its registry (stdlib, tools, MCP servers) and the
 files every chain sees (named chains, hooks files) are cached per directory
 for a few seconds, so typing does not re-import tools or re-read the project
-on every keystroke; saving a document drops the cache.
+on every keystroke; saving a document drops the cache. A tools `.py` file
+edited since it was imported is imported again when the cache is rebuilt
+(chainlang keeps tool modules for the life of a process, which for a server
+is the whole editing session).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -58,10 +62,46 @@ class Projects:
         return made
 
 
+_TOOL_MTIMES: dict[str, float] = {}  # module name of a tools file → its file's mtime when first seen
+
+
+def _forget_edited_tools() -> None:
+    """Drop the modules of tools files changed on disk since they were imported, so the
+    next registry imports them afresh (module-name tools, i.e. packages, are left as they are)."""
+    from chainlang.registry.loading import _FILE_MODULE_PREFIX
+
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not name.startswith(_FILE_MODULE_PREFIX) or not path:
+            continue
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            mtime = -1.0
+        if _TOOL_MTIMES.get(name, mtime) != mtime:
+            sys.modules.pop(name, None)
+            _TOOL_MTIMES.pop(name, None)
+
+
+def _note_tools() -> None:
+    """Remember the mtime of each tools file just imported."""
+    from chainlang.registry.loading import _FILE_MODULE_PREFIX
+
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.startswith(_FILE_MODULE_PREFIX) and path and name not in _TOOL_MTIMES:
+            try:
+                _TOOL_MTIMES[name] = os.stat(path).st_mtime
+            except OSError:
+                pass
+
+
 def _make_view(directory: Path) -> ProjectView:
     from chainlang.pipeline import build_project, context_files, default_registry, python_hook_files
 
+    _forget_edited_tools()
     registry = default_registry((), directory)
+    _note_tools()
     context = context_files(directory, set()) + python_hook_files(registry)
     _, with_chains = build_project(context, registry)
     return ProjectView(registry, context, with_chains, time.monotonic())
