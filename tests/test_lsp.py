@@ -33,6 +33,7 @@ class Client:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
         self.notes: list[dict[str, Any]] = []
+        self.garbage: list[bytes] = []  # stdout lines that are not LSP framing
         self.next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -47,8 +48,10 @@ class Client:
                     return
                 if line in (b"\r\n", b"\n"):
                     break
-                name, _, value = line.decode("ascii").partition(":")
-                if name.lower() == "content-length":
+                name, colon, value = line.decode("ascii", "replace").partition(":")
+                if not colon or name.lower() not in ("content-length", "content-type"):
+                    self.garbage.append(line)  # an editor would drop the connection here
+                elif name.lower() == "content-length":
                     length = int(value)
             assert length is not None
             self.messages.put(json.loads(out.read(length)))
@@ -137,6 +140,7 @@ def client(tmp_path: Path) -> Iterator[Client]:
     assert result["capabilities"]["hoverProvider"]
     c.notify("initialized", {})
     yield c
+    assert not c.garbage, f"the server wrote non-protocol output to stdout: {c.garbage[:3]}"
     if c.proc.poll() is None:
         c.proc.kill()
         c.proc.wait(timeout=TIMEOUT)
@@ -216,11 +220,32 @@ def test_completion_of_events_keys_and_params(client: Client, tmp_path: Path) ->
 
 
 def test_completion_in_hooks(client: Client, tmp_path: Path) -> None:
-    text = "- trigger: pre:tools.\n  \n"
+    text = ("- trigger: pre:tools.\n"
+            "  \n"                                  # 1
+            "- trigger: pre:tools.date_calc\n"
+            "  set: {}\n"                            # 3
+            "  action:\n"
+            "    - \n")                              # 5
     uri = client.open(tmp_path / "h.hooks.yaml", text)
     assert "tools.now" in client.complete(uri, 0, len("- trigger: pre:tools."))
     keys = client.complete(uri, 1, 2)
     assert {"condition", "action", "cancel"} <= set(keys) and "trigger" not in keys
+    assert "from" in client.complete(uri, 3, len("  set: {"))  # a pre: hook sets the event's params
+    assert {"tools.now", "event"} <= set(client.complete(uri, 5, 6))  # an action is steps
+    mapping = client.open(tmp_path / "m.hooks.yaml", "events:\n  crm.signup:\n    \nhooks: []\n\n")
+    assert client.complete(mapping, 2, 4) == ["description", "payload"]
+    assert client.complete(mapping, 4, 0) == ["chainlang", "description"]  # the unwritten top-level keys
+
+
+def test_saving_a_hooks_file_rechecks_open_chains(client: Client, tmp_path: Path) -> None:
+    chain = client.open(tmp_path / "a.chain.yaml", "steps:\n  - tools.now\n")
+    assert client.diagnostics(chain, 1) == []
+    hooks = tmp_path / "b.hooks.yaml"
+    hooks.write_text("- trigger: pre:tools.now\n  condition: 'no_such_field > 1'\n  cancel: true\n")
+    other = client.open(hooks, hooks.read_text())
+    assert client.diagnostics(other, 1)
+    client.notify("textDocument/didSave", {"textDocument": {"uri": other}})
+    assert client.diagnostics(chain, 1) == []  # checked again: a second publish for the chain
 
 
 def test_hover(client: Client, tmp_path: Path) -> None:
@@ -236,7 +261,9 @@ def test_hover(client: Client, tmp_path: Path) -> None:
 def test_project_tools_and_named_chains(client: Client, tmp_path: Path) -> None:
     (tmp_path / "chainlang.toml").write_text('tools = ["tools.py"]\nchains = ["chains"]\n')
     (tmp_path / "tools.py").write_text(
-        "from chainlang import event\n\n"
+        "import os\nfrom chainlang import event\n\n"
+        "print('tools loaded')  # stdout is the protocol's: this must not reach the editor\n"
+        "os.system('echo from a subprocess')\n"
         "@event('crm.lookup', description='Look a customer up')\n"
         "def lookup(email: str) -> dict:\n"
         "    return {}\n")

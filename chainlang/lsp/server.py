@@ -112,9 +112,13 @@ def build_server() -> ChainServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: ChainServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.projects.forget()  # a saved hooks file or named chain changes what the others see
+        ls.projects.forget()
         if is_chain_document(params.text_document.uri):
             schedule(ls, params.text_document.uri, 0)
+            # a saved hooks file or named chain changes what the other open documents see
+            for uri in list(ls.workspace.text_documents):
+                if uri != params.text_document.uri and is_chain_document(uri):
+                    schedule(ls, uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: ChainServer, params: types.DidCloseTextDocumentParams) -> None:
