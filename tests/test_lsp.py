@@ -24,12 +24,12 @@ TIMEOUT = 10.0  # a broken server fails the test instead of hanging it
 class Client:
     """A minimal LSP client: requests wait for their response, notifications are kept in order."""
 
-    def __init__(self, cwd: Path, docs_url: str | None = None) -> None:
+    def __init__(self, cwd: Path, docs_url: str | None = None, argv: list[str] | None = None) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("CHAINLANG_DOCS_URL", None)
         if docs_url is not None:
             env["CHAINLANG_DOCS_URL"] = docs_url
-        self.proc = subprocess.Popen([sys.executable, "-m", "chainlang", "lsp"], cwd=cwd, env=env,
+        self.proc = subprocess.Popen(argv or [sys.executable, "-m", "chainlang", "lsp"], cwd=cwd, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
         self.notes: list[dict[str, Any]] = []
@@ -371,3 +371,32 @@ def test_without_pygls_a_clear_error(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == "chainlang: error: chainlang lsp needs the lsp extra: pip install 'chainlang[lsp]'"
+
+
+def test_a_checker_crash_is_logged_not_fatal(tmp_path: Path) -> None:
+    code = ("import chainlang.lsp.server as server\n"
+            "def broken(path, text, projects):\n"
+            "    if 'boom' in text:\n"
+            "        raise RuntimeError('checker bug')\n"
+            "    return original(path, text, projects)\n"
+            "original, server.check_document = server.check_document, broken\n"
+            "from chainlang.lsp import serve_stdio\n"
+            "serve_stdio()\n")
+    c = Client(tmp_path, argv=[sys.executable, "-c", code])
+    try:
+        c.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+        c.notify("initialized", {})
+        uri = c.open(tmp_path / "a.chain.yaml", "steps:\n  - tools.nwo\n")
+        assert [d["code"] for d in c.diagnostics(uri, 1)] == ["CL014"]
+        c.change(uri, "steps:\n  - boom.now\n", 2)
+        log = c.wait_note("window/logMessage", lambda p: "checker bug" in p["message"])
+        assert log["type"] == 1 and "RuntimeError" in log["message"]
+        c.change(uri, "steps:\n  - tools.now\n", 3)
+        # the server goes on, and published nothing for version 2: the next publish is version 3's
+        after = c.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)
+        assert after["version"] == 3 and after["diagnostics"] == []
+        assert c.close() == 0
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait(timeout=TIMEOUT)
