@@ -78,8 +78,9 @@ class ToolFakes:
 
 def subset_problem(expected: Any, actual: Any, at: str = "") -> str | None:
     """Why `actual` does not match `expected` (None when it does): a mapping matches one that
-    has its keys with matching values (more keys are fine); anything else must be equal, as
-    JSON (1 and 1.0 are equal, true and 1 are not)."""
+    has its keys with matching values (more keys are fine), a list a list of the same length
+    whose items match; anything else must be equal, as JSON (1 and 1.0 are equal, true and 1
+    are not)."""
     if isinstance(expected, dict):
         if not isinstance(actual, dict):
             return f"{at or 'the value'}: expected a mapping, got {_short_json(actual)}"
@@ -88,6 +89,14 @@ def subset_problem(expected: Any, actual: Any, at: str = "") -> str | None:
             if key not in actual:
                 return f"{where}: missing (there is {', '.join(map(str, actual)) or 'nothing'})"
             problem = subset_problem(value, actual[key], where)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return f"{at or 'the list'}: {len(actual)} items, expected {len(expected)}: {_short_json(actual)}"
+        for index, (want, got) in enumerate(zip(expected, actual)):
+            problem = subset_problem(want, got, f"{at}[{index}]")
             if problem is not None:
                 return problem
         return None

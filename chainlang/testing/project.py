@@ -66,7 +66,7 @@ class ChainProject:
             raise ValueError(f"{source}: not a directory (the project to test)")
         self.source = source_dir
         self.root = Path(workdir) / source_dir.name
-        shutil.copytree(source_dir, self.root, ignore=_LEAVE_OUT, symlinks=True)
+        shutil.copytree(source_dir, self.root, ignore=_leave_out(self.root), symlinks=True)
         self.now = now
         self.fakes = ToolFakes(tools or {})
         self._registry: Registry | None = None
@@ -199,6 +199,21 @@ class ChainProject:
         scripted = dataclasses.replace(config, models=ModelsConfig(heavy=tier, fast=tier, light=tier, memory=memory),
                                        decide=DecideConfig(fallback=fallback))
         return decider_from_config(scripted)
+
+
+def _leave_out(target: Path) -> Any:
+    """The ignore function of the copy: the project's state, and the copy itself when it is
+    made inside the project (a temporary directory under it would be copied into itself)."""
+    inside = target.resolve()
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        left = set(_LEAVE_OUT(directory, names))
+        here = Path(directory).resolve()
+        if inside.is_relative_to(here) and inside != here:
+            left.add(inside.relative_to(here).parts[0])
+        return left
+
+    return ignore
 
 
 def _records(transcript: Path | None) -> list[dict[str, Any]]:

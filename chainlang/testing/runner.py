@@ -4,6 +4,7 @@ resolved in later ones: "{NAME.outputs.KEY}", "{NAME.thread}", "{NAME.run_id}"."
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -59,7 +60,8 @@ def run_case(test_file: TestFile, case: TestCase, update: bool = False) -> list[
             except Exception as exc:  # a UsageError of the run (bad inputs, an unknown thread...)
                 raise CaseFailed(step, [f"{type(exc).__name__}: {exc}" if type(exc).__name__ != "UsageError"
                                         else str(exc)]) from None
-            problems = check_expectations(step, result, project, test_file.path, update)
+            expected = dataclasses.replace(step, expect=_resolve(step.expect, done))
+            problems = check_expectations(expected, result, project, test_file.path, update)
             if problems:
                 raise CaseFailed(step, problems, workdir)
             results.append(result)

@@ -131,7 +131,23 @@ class _Reader:
             error = jsonschema.exceptions.best_match(errors)
             at = list(error.absolute_path)
             shown = "/".join(str(p) for p in at) or "the file"
+            if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+                allowed = sorted(error.schema.get("properties", {}))
+                unknown = sorted(set(error.instance) - set(allowed))
+                raise ChaintestError(f"{self.key_where(at, unknown[0])}: {unknown[0]}: not a key of "
+                                     f"{'a test file' if not at else shown}; the keys are {', '.join(allowed)}")
             raise self.fail(at, f"{shown}: {_short(error.message)}")
+
+    def key_where(self, at: list[Any], key: str) -> str:
+        """file:line:column of the key `key` of the mapping at `at`."""
+        from chainlang.load.loader import MapNode, node_at
+
+        node = node_at(self.root, at)
+        if isinstance(node, MapNode):
+            for name, _ in node.pairs:
+                if name.text == key:
+                    return f"{self.path}:{name.line}:{name.column}"
+        return self.where(at)
 
     def test_file(self, document: dict[str, Any]) -> TestFile:
         project = self.path.parent
