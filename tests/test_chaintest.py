@@ -231,3 +231,37 @@ def test_the_fixture_gives_python_tests_a_project_copy(shop: pytest.Pytester) ->
             assert not (project.source / ".chainlang" / "runs").exists()  # the source is left as it was
     ''')
     run(shop).assert_outcomes(passed=1)
+
+
+# -- the guide (docs/guides/testing.md) shows what runs ---------------------------------------
+
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "testing.md"
+ROOT = GUIDE.parent.parent.parent
+
+
+def guide_blocks(language: str) -> list[str]:
+    import re
+
+    return re.findall(rf"^```{language}\n(.*?)^```$", GUIDE.read_text(encoding="utf-8"), re.S | re.M)
+
+
+def test_the_guide_shows_the_example_test_files_as_they_are() -> None:
+    shown = {}
+    for block in guide_blocks("yaml"):
+        for name in ("next-week", "budget-watch"):
+            path = ROOT / "examples" / "tests" / f"{name}.chaintest.yaml"
+            if block.splitlines()[0] == path.read_text(encoding="utf-8").splitlines()[0]:
+                shown[name] = (block, path.read_text(encoding="utf-8"))
+    assert sorted(shown) == ["budget-watch", "next-week"]
+    for block, text in shown.values():
+        assert block == text
+
+
+def test_the_guides_python_example_runs(pytester: pytest.Pytester) -> None:
+    import shutil
+
+    shutil.copytree(ROOT / "examples", pytester.path / "examples",
+                    ignore=shutil.ignore_patterns(".chainlang", "__pycache__", "tests", "assistant"))
+    [python] = guide_blocks("python")
+    (pytester.path / "test_from_the_guide.py").write_text(python, encoding="utf-8")
+    run(pytester, "test_from_the_guide.py").assert_outcomes(passed=1)
