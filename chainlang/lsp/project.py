@@ -68,11 +68,11 @@ _TOOL_MTIMES: dict[str, float] = {}  # module name of a tools file → its file'
 def _forget_edited_tools() -> None:
     """Drop the modules of tools files changed on disk since they were imported, so the
     next registry imports them afresh (module-name tools, i.e. packages, are left as they are)."""
-    from chainlang.registry.loading import _FILE_MODULE_PREFIX
+    from chainlang.registry.loading import FILE_MODULE_PREFIX
 
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if not name.startswith(_FILE_MODULE_PREFIX) or not path:
+        if not name.startswith(FILE_MODULE_PREFIX) or not path:
             continue
         try:
             mtime = os.stat(path).st_mtime
@@ -85,11 +85,11 @@ def _forget_edited_tools() -> None:
 
 def _note_tools() -> None:
     """Remember the mtime of each tools file just imported."""
-    from chainlang.registry.loading import _FILE_MODULE_PREFIX
+    from chainlang.registry.loading import FILE_MODULE_PREFIX
 
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if name.startswith(_FILE_MODULE_PREFIX) and path and name not in _TOOL_MTIMES:
+        if name.startswith(FILE_MODULE_PREFIX) and path and name not in _TOOL_MTIMES:
             try:
                 _TOOL_MTIMES[name] = os.stat(path).st_mtime
             except OSError:

@@ -21,7 +21,7 @@ from chainlang.registry.spec import EventSpec
 __all__ = ["is_file_ref", "load_tools"]
 
 _MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_FILE_MODULE_PREFIX = "_chainlang_tools_"
+FILE_MODULE_PREFIX = "_chainlang_tools_"  # the modules of tools files (.py paths): the language server re-imports edited ones
 
 
 def is_file_ref(ref: str) -> bool:
@@ -77,7 +77,7 @@ def _import_file(ref: str, base_dir: Path, suffix: str) -> tuple[ModuleType, str
     path = path.resolve()
     digest = hashlib.sha1(str(path).encode("utf-8")).hexdigest()[:12]
     stem = re.sub(r"\W", "_", path.stem)
-    module_name = f"{_FILE_MODULE_PREFIX}{digest}_{stem}"
+    module_name = f"{FILE_MODULE_PREFIX}{digest}_{stem}"
     cached = sys.modules.get(module_name)
     source = _display(path)  # one name per file, however it was referred to
     if cached is not None and getattr(cached, "__file__", None) == str(path):
@@ -132,7 +132,7 @@ def _collect(module: ModuleType, label: str, source: str, suffix: str) -> list[E
         spec = spec_of(value)
         if spec is None:
             continue
-        if spec.source == module.__name__ and module.__name__.startswith(_FILE_MODULE_PREFIX):
+        if spec.source == module.__name__ and module.__name__.startswith(FILE_MODULE_PREFIX):
             spec = dataclasses.replace(spec, source=source)  # name the file, not its internal module name
         previous = found.get(spec.name)
         if previous is not None:
