@@ -334,3 +334,12 @@ def test_a_wrong_step_gets_the_errors_of_its_form_only(instance: Any, expected: 
 def test_hooks_file_unknown_keys_are_named(instance: Any, path: list[Any], key: str, allowed: list[str],
                                            hooks_validator: Draft7Validator) -> None:
     assert_names_unknown_key(all_errors(hooks_validator, instance), path, key, allowed)
+
+
+def test_the_test_file_schema_is_printed_and_valid_draft_07() -> None:
+    tests_schema = print_schema("--tests")
+    Draft7Validator.check_schema(tests_schema)
+    assert tests_schema["$id"].endswith("/chaintest.schema.json") and tests_schema["title"]
+    both = subprocess.run([sys.executable, "-m", "chainlang", "schema", "--hooks", "--tests"],
+                          capture_output=True, text=True, timeout=60)
+    assert both.returncode == 2 and "give one of them" in both.stderr and "Traceback" not in both.stderr

@@ -355,13 +355,17 @@ def serve(host: str, port: int, grace: str | None, workers: int, role: str | Non
 
 @main.command()
 @click.option("--hooks", "hooks_file", is_flag=True, help="Print the schema of hooks files (*.hooks.yaml) instead.")
-def schema(hooks_file: bool) -> None:
-    """Print the JSON Schema (draft-07) of chain files, or of hooks files with --hooks, for editors."""
+@click.option("--tests", "test_file", is_flag=True, help="Print the schema of test files (*.chaintest.yaml) instead.")
+def schema(hooks_file: bool, test_file: bool) -> None:
+    """Print the JSON Schema (draft-07) of chain files, of hooks files with --hooks, or of
+    test files with --tests, for editors."""
 
     def body() -> int:
         from chainlang.resources import read_text
 
-        name = "hooks.schema.json" if hooks_file else "chain.schema.json"
+        if hooks_file and test_file:
+            raise _usage("--hooks and --tests: give one of them (one schema is printed)")
+        name = "hooks.schema.json" if hooks_file else "chaintest.schema.json" if test_file else "chain.schema.json"
         click.echo(read_text("schemas", name).rstrip("\n"))
         return 0
 
