@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from chainlang.config.engine import EngineConfig
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
@@ -232,3 +233,4 @@ class ConfigFile(BaseModel):
     store: StoreConfig | None = None
     serve: ServeConfig | None = None
     mcp: McpConfig | None = None
+    engine: EngineConfig | None = None

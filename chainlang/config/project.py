@@ -16,6 +16,7 @@ from chainlang.registry.errors import ConfigError
 
 if TYPE_CHECKING:
     from chainlang.config.model import DecideConfig, McpConfig, ModelsConfig, ServeConfig, StoreConfig
+    from chainlang.config.engine import EngineConfig
 
 __all__ = ["CONFIG_NAME", "ProjectConfig", "display_path", "find_config", "find_project_config", "load_config"]
 
@@ -34,6 +35,7 @@ class ProjectConfig:
     store: StoreConfig | None = field(default=None)
     serve: ServeConfig | None = field(default=None)
     mcp: McpConfig | None = field(default=None)
+    engine: EngineConfig | None = field(default=None)  # [engine]: None is the embedded engine
 
     @property
     def root(self) -> Path:
@@ -87,7 +89,8 @@ def load_config(path: Path) -> ProjectConfig:
         problems = "; ".join(_describe_error(error) for error in exc.errors())
         raise ConfigError(f"{shown}: {problems}") from None
     return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide,
-                         models=parsed.models, store=parsed.store, serve=parsed.serve, mcp=parsed.mcp)
+                         models=parsed.models, store=parsed.store, serve=parsed.serve, mcp=parsed.mcp,
+                         engine=parsed.engine)
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig | None:
@@ -120,8 +123,10 @@ def _known_keys(parent: tuple[Any, ...]) -> list[str]:
     from chainlang.config.model import (ConfigFile, DecideConfig, McpConfig, McpServerConfig, ModelsConfig,
                                         ModelTierConfig, ServeConfig, StoreConfig)
 
+    from chainlang.config.engine import EngineConfig
+
     tables: dict[Any, Any] = {"decide": DecideConfig, "store": StoreConfig, "serve": ServeConfig, "models": ModelsConfig,
-                              "mcp": McpConfig}
+                              "mcp": McpConfig, "engine": EngineConfig}
     model: Any = tables.get(parent[0], ConfigFile) if parent else ConfigFile
     if len(parent) >= 2 and parent[0] == "models":
         model = ModelTierConfig
