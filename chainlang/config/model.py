@@ -154,7 +154,8 @@ class StoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: str | None = Field(default=None, min_length=1, max_length=2000,
-                            description="sqlite:///PATH (relative to chainlang.toml); default .chainlang/store.db")
+                            description="sqlite:///PATH (relative to chainlang.toml) or postgresql://USER@HOST:PORT/DB "
+                            "(password: PGPASSWORD); default .chainlang/store.db")
 
 
 class ServeConfig(BaseModel):

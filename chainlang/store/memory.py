@@ -9,7 +9,8 @@ organized from it, searched with the full-text indexes of schema version 4.
   replaces its content and keywords, the sources (journal ids) merged with the old ones.
 - `search_journal` / `search_knowledge` take the words to look for (never FTS syntax:
   each word is quoted here, and the words are OR-ed) and rank by SQLite's `bm25()`
-  (reported as `score`, higher is better); without words they list newest first.
+  (reported as `score`, higher is better); without words they list newest first. On
+  PostgreSQL, its full-text search and `ts_rank` instead (see `postgres.py`).
 
 Every change appends its event to the event log in the same transaction
 (`journal_appended`, `knowledge_updated`).
@@ -21,7 +22,6 @@ import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Sequence
 
 from sqlalchemy import Connection, Row, insert, select, text, update
@@ -76,7 +76,8 @@ def fts_query(words: Sequence[str]) -> str:
 class MemoryMethods:
     """Mixed into `Store` (see `store.py` and the module's docstring)."""
 
-    path: Path
+    where: str
+    dialect: str  # 'sqlite' or 'postgresql'
 
     def _read(self, doing: str) -> AbstractContextManager[Connection]:
         raise NotImplementedError
@@ -139,6 +140,10 @@ class MemoryMethods:
         if words is None:
             sql = f"SELECT j.*, NULL AS score FROM journal j WHERE {' AND '.join(where)} " \
                   "ORDER BY j.at DESC, j.id DESC LIMIT :limit"
+        elif self.dialect == "postgresql":
+            from .postgres import journal_search
+
+            sql = journal_search(where, params, words)
         else:
             params["match"] = fts_query(words)
             sql = ("SELECT j.*, -bm25(journal_fts) AS score FROM journal_fts JOIN journal j ON j.id = journal_fts.rowid "
@@ -208,6 +213,10 @@ class MemoryMethods:
         if words is None:
             sql = f"SELECT k.*, NULL AS score FROM knowledge k WHERE {' AND '.join(where)} " \
                   "ORDER BY k.updated_at DESC, k.id DESC LIMIT :limit"
+        elif self.dialect == "postgresql":
+            from .postgres import knowledge_search
+
+            sql = knowledge_search(where, params, words)
         else:
             params["match"] = fts_query(words)
             rank = "bm25(knowledge_fts, 3.0, 1.0, 1.0)"

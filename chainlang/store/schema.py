@@ -5,7 +5,9 @@ records in `chainlang_schema` one row per migration applied (its version and whe
 the newest row is the store's version. `migrate` applies the missing migrations in
 order, each in its own write transaction that re-reads the version first: two processes
 opening a new store at once apply each migration once. Only portable DDL is used (no
-PRAGMA user_version), so the same migrations can later run on PostgreSQL.
+PRAGMA user_version), so the same migrations run on PostgreSQL: there the autoincrement
+keys (`sqlite_autoincrement`) are sequences, and version 4's full-text indexes are GIN
+indexes (`postgres.py`) instead of FTS5 tables.
 
 To change the schema, append a migration; never edit one that has shipped. A migration
 creates its tables from its own frozen definitions (`_V1`) or names the current tables it
@@ -240,6 +242,13 @@ def _v4(conn: Connection) -> None:
     if conn.dialect.name == "sqlite":  # full-text search with BM25 ranking (FTS5), kept in step by triggers
         for statement in _FTS:
             conn.exec_driver_sql(statement)
+    elif conn.dialect.name == "postgresql":  # GIN indexes on tsvector expressions (see postgres.py)
+        from .postgres import FTS
+
+        for statement in FTS:
+            conn.exec_driver_sql(statement)
+    else:
+        raise StoreError(f"no full-text search for {conn.dialect.name} stores: only SQLite and PostgreSQL are supported")
 
 
 # The full-text indexes of the journal and the knowledge (SQLite FTS5, external content:

@@ -27,31 +27,34 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, create_engine, event, insert, select, update
+from sqlalchemy import Connection, Engine, Row, create_engine, event, insert, inspect, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
 from .base import EmitClaim, StoreError, check_key
 from .base import check_text as _check_text
-from .schema import EMITS, EVENT_LOG, SCHEMA_VERSION, NewerSchema, migrate, now, read_version, to_json
+from . import postgres
+from .schema import EMITS, EVENT_LOG, SCHEMA, SCHEMA_VERSION, NewerSchema, migrate, now, read_version, to_json
 from .schema import append_event as _append
 from .memory import MemoryMethods
 from .tasks import TaskMethods
 from .threads import ThreadMethods
 
-__all__ = ["DEFAULT_PATH", "Store", "open_store", "sqlite_path"]
+__all__ = ["DEFAULT_PATH", "Store", "open_store", "sqlite_path", "store_exists", "store_target"]
 
 DEFAULT_PATH = Path(".chainlang") / "store.db"
-_BEGIN = "chainlang_begin"  # execution option: the BEGIN mode of a transaction
+_BEGIN = postgres.BEGIN  # execution option: the BEGIN mode of a transaction
 
 
 def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0) -> Store:
     """Open (creating and migrating if needed) the store of the project at `root`.
 
     `url` is `[store] url` of chainlang.toml: an SQLite URL, its relative path read from
-    `root`. `busy_timeout` is how long, in seconds, to wait for another process's lock.
+    `root`, or a PostgreSQL URL (the database must exist; its tables are created).
+    `busy_timeout` is how long, in seconds, to wait for another process's lock.
     """
     root = Path(root)
+    target: Path | URL
     if url is None:
         path = root / DEFAULT_PATH
         try:
@@ -62,15 +65,45 @@ def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0
         except OSError as e:
             raise StoreError(f"cannot create {path.parent} for the project's store: {e.strerror}; "
                              f"check that {root} is a writable directory") from e
+        target = path
     else:
-        path = sqlite_path(root, url)
-    store = Store(path, busy_timeout)
+        target = store_target(root, url)
+    store = Store(target, busy_timeout)
     try:
         store._migrate()
     except BaseException:
         store.close()
         raise
     return store
+
+
+def store_target(root: Path, url: str) -> Path | URL:
+    """Where `[store] url` puts the store: an SQLite file (relative paths read from `root`)
+    or a PostgreSQL database (its URL, with the psycopg driver)."""
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError:
+        raise StoreError("[store] url is not a database URL; write sqlite:///PATH or "
+                         "postgresql://USER@HOST:PORT/DATABASE") from None
+    database = postgres.postgres_url(parsed)
+    return sqlite_path(root, url) if database is None else database
+
+
+def store_exists(root: Path, url: str | None) -> bool:
+    """Whether the project's store has been created (asking never creates it): its file,
+    or, on PostgreSQL, its tables in the database."""
+    target = root / DEFAULT_PATH if url is None else store_target(root, url)
+    if isinstance(target, Path):
+        return target.is_file()
+    engine = postgres.connect(target, 10.0)
+    where = postgres.describe(target)
+    try:
+        with engine.connect() as conn:
+            return bool(inspect(conn).has_table(SCHEMA.name))
+    except sa_exc.DBAPIError as e:
+        raise StoreError(postgres.explain(where, target, str(e.orig), "looking for the store", 10.0)) from e
+    finally:
+        engine.dispose()
 
 
 def sqlite_path(root: Path, url: str) -> Path:
@@ -81,7 +114,8 @@ def sqlite_path(root: Path, url: str) -> Path:
         raise StoreError("[store] url is not a database URL; write sqlite:///PATH") from None
     shown = parsed.render_as_string(hide_password=True)
     if parsed.get_backend_name() != "sqlite" or parsed.get_driver_name() != "pysqlite":
-        raise StoreError(f"[store] url {shown}: only SQLite stores (sqlite:///PATH) are supported so far")
+        raise StoreError(f"[store] url {shown}: an SQLite store is sqlite:///PATH, a PostgreSQL one "
+                         "postgresql://USER@HOST:PORT/DATABASE")
     if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
         raise StoreError(f"[store] url {shown} names no file; write sqlite:///PATH (the store must outlive "
                          "the process)")
@@ -95,13 +129,22 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
     The methods on tasks, their leases and runs come from `TaskMethods` (`tasks.py`).
     """
 
-    def __init__(self, path: Path, busy_timeout: float = 10.0) -> None:
-        self.path = path
+    def __init__(self, path: Path | URL, busy_timeout: float = 10.0) -> None:
         self.busy_timeout = busy_timeout
         self._closed = False
-        self._engine: Engine = create_engine(URL.create("sqlite", database=str(path)),
-                                             connect_args={"timeout": busy_timeout})
+        self._file: Path | None = None
+        self._url: URL | None = None
+        if isinstance(path, URL):
+            self._url, self.where, self.dialect = path, postgres.describe(path), "postgresql"
+            self._engine: Engine = postgres.connect(path, busy_timeout)
+            self._writer = self._engine.execution_options(**{_BEGIN: "IMMEDIATE"})
+            self._reader: Engine = self._engine.execution_options(isolation_level="REPEATABLE READ")
+            return
+        self._file, self.where, self.dialect = path, str(path), "sqlite"
+        self._engine = create_engine(URL.create("sqlite", database=str(path)),
+                                     connect_args={"timeout": busy_timeout})
         self._writer = self._engine.execution_options(**{_BEGIN: "IMMEDIATE"})
+        self._reader = self._engine
         millis = max(0, int(busy_timeout * 1000))
 
         @event.listens_for(self._engine, "connect")
@@ -148,7 +191,7 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
             at = now()
             done = conn.execute(update(EMITS).where(EMITS.c.key == key).values(status=status, finished_at=at))
             if done.rowcount != 1:
-                raise StoreError(f"no emit with id {key!r} in {self.path}: it was never claimed")
+                raise StoreError(f"no emit with id {key!r} in {self.where}: it was never claimed")
             _append(conn, at, "emit_finished", key, {"status": status})
 
     def emit_batch(self, claims: list[tuple[str, str, str, str, Any]],
@@ -168,15 +211,16 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         answers: list[EmitClaim] = []
         # serve's hot path: plain SQL through the driver (SQLAlchemy's statement building cost
         # more than the writes); the statements are portable but for the qmark parameters
+        sql = self._sql
         with self._write(f"recording {len(claims)} emit claim(s) and {len(finishes)} end(s)") as conn:
             at = now()
             known: dict[str, EmitClaim] = {}
             keys = [c[0] for c in claims]
             for start in range(0, len(keys), 500):  # bounded IN lists
                 chunk = keys[start:start + 500]
-                found = conn.exec_driver_sql(
+                found = conn.exec_driver_sql(sql(
                     "SELECT key, event, run_id, transcript, status, created_at, finished_at, data FROM emits "
-                    f"WHERE key IN ({', '.join('?' * len(chunk))})", tuple(chunk)).all()
+                    f"WHERE key IN ({', '.join('?' * len(chunk))})"), tuple(chunk)).all()
                 for row in found:
                     known[row.key] = _claim(row, new=False)
             rows, events = [], []
@@ -193,23 +237,23 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
                                json.dumps({"event": name, "run_id": run_id, "transcript": transcript},
                                           ensure_ascii=False, sort_keys=True)))
             if rows:
-                conn.exec_driver_sql("INSERT INTO emits (key, event, run_id, transcript, status, created_at, data) "
-                                     "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.exec_driver_sql(sql("INSERT INTO emits (key, event, run_id, transcript, status, created_at, data) "
+                                         "VALUES (?, ?, ?, ?, ?, ?, ?)"), rows)
             present = set(known)
             unknown = list({key for key, _ in finishes if key not in present})
             for start in range(0, len(unknown), 500):  # a key never claimed is not finished (nor logged)
                 chunk = unknown[start:start + 500]
-                found = conn.exec_driver_sql(f"SELECT key FROM emits WHERE key IN ({', '.join('?' * len(chunk))})",
+                found = conn.exec_driver_sql(sql(f"SELECT key FROM emits WHERE key IN ({', '.join('?' * len(chunk))})"),
                                              tuple(chunk)).all()
                 present.update(row.key for row in found)
             finishes = [(key, status) for key, status in finishes if key in present]
             if finishes:  # one statement for all (executemany)
-                conn.exec_driver_sql("UPDATE emits SET status = ?, finished_at = ? WHERE key = ?",
+                conn.exec_driver_sql(sql("UPDATE emits SET status = ?, finished_at = ? WHERE key = ?"),
                                      [(status, at, key) for key, status in finishes])
                 events.extend((at, "emit_finished", key, json.dumps({"status": status}, sort_keys=True))
                               for key, status in finishes)
             if events:
-                conn.exec_driver_sql("INSERT INTO event_log (at, kind, subject, data) VALUES (?, ?, ?, ?)", events)
+                conn.exec_driver_sql(sql("INSERT INTO event_log (at, kind, subject, data) VALUES (?, ?, ?, ?)"), events)
         return answers
 
     def started_emits(self, limit: int = 10_000) -> list[EmitClaim]:
@@ -255,7 +299,18 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         return [{"seq": r.seq, "at": r.at, "kind": r.kind, "subject": r.subject, "data": json.loads(r.data)}
                 for r in reversed(rows)]
 
+    def _sql(self, statement: str) -> str:
+        """A driver-level statement written with qmark parameters, in the driver's style."""
+        return statement.replace("?", "%s") if self.dialect == "postgresql" else statement
+
     # -- the store itself ----------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The store's file (SQLite); a PostgreSQL store has none (see `where`)."""
+        if self._file is None:
+            raise StoreError(f"the store {self.where} is a PostgreSQL database, not a file")
+        return self._file
 
     def schema_version(self) -> int:
         with self._read("reading the schema version") as conn:
@@ -274,19 +329,19 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         self.close()
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path)!r})"
+        return f"Store({self.where!r})"
 
     def _migrate(self) -> None:
         try:
             with self._errors("opening it"):
-                migrate(lambda: self._engine.begin(), lambda: self._writer.begin())
+                migrate(lambda: self._reader.begin(), lambda: self._writer.begin())
         except NewerSchema as e:
-            raise StoreError(f"{self.path} was written by a newer chainlang (schema version {e.found}, "
+            raise StoreError(f"{self.where} was written by a newer chainlang (schema version {e.found}, "
                              f"this one knows up to {SCHEMA_VERSION}); upgrade chainlang to use it") from None
 
     @contextmanager
     def _read(self, doing: str) -> Iterator[Connection]:
-        with self._errors(doing), self._engine.begin() as conn:
+        with self._errors(doing), self._reader.begin() as conn:
             yield conn
 
     @contextmanager
@@ -296,7 +351,7 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
 
     def _errors(self, doing: str) -> AbstractContextManager[None]:
         if self._closed:
-            raise StoreError(f"the store {self.path} is closed; open it again to go on {doing}")
+            raise StoreError(f"the store {self.where} is closed; open it again to go on {doing}")
         return _translated(self, doing)
 
 
@@ -306,13 +361,15 @@ def _translated(store: Store, doing: str) -> Iterator[None]:
     try:
         yield
     except sa_exc.DBAPIError as e:
+        if store._url is not None:
+            raise StoreError(postgres.explain(store.where, store._url, str(e.orig), doing, store.busy_timeout)) from e
         raise StoreError(_explain(store, str(e.orig), doing)) from e
     except sqlite3.Error as e:
         raise StoreError(_explain(store, str(e), doing)) from e
     except sa_exc.SQLAlchemyError as e:
-        raise StoreError(f"the store {store.path}: {doing} failed: {e}") from e
+        raise StoreError(f"the store {store.where}: {doing} failed: {e}") from e
     except UnicodeEncodeError as e:
-        raise StoreError(f"the store {store.path}: {doing} failed: the text is not valid UTF-8 ({e.reason})") from e
+        raise StoreError(f"the store {store.where}: {doing} failed: the text is not valid UTF-8 ({e.reason})") from e
 
 
 def _explain(store: Store, message: str, doing: str) -> str:

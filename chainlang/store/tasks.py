@@ -32,7 +32,6 @@ import secrets
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Row, insert, or_, select, update
@@ -50,7 +49,7 @@ RUNNABLE = ("pending", "active")  # a schedule not fired yet is pending, then ac
 class TaskMethods:
     """The task operations of `Store` (mixed into it; see the module's docstring)."""
 
-    path: Path
+    where: str
 
     def _read(self, doing: str) -> AbstractContextManager[Connection]:
         raise NotImplementedError
@@ -77,7 +76,7 @@ class TaskMethods:
         with self._write(f"adding the task {task_id!r}") as conn:
             found = conn.execute(select(TASKS.c.status).where(TASKS.c.id == task_id)).first()
             if found is not None:
-                raise StoreError(f"task ID exists: {task_id!r} is already a task in {self.path} (status "
+                raise StoreError(f"task ID exists: {task_id!r} is already a task in {self.where} (status "
                                  f"{found.status}); give another id, or cancel that task and use a new one")
             at = now()
             conn.execute(insert(TASKS).values(id=task_id, kind=kind, definition=text, status=status,
@@ -85,7 +84,7 @@ class TaskMethods:
                                               origin=origin, version=1))
             append_event(conn, at, "task_added", task_id,
                          {"kind": kind, "status": status, "next_run": due, "origin": origin})
-            return _task(_get(conn, task_id, self.path))
+            return _task(_get(conn, task_id, self.where))
 
     def get_task(self, id: str) -> TaskRecord | None:
         check_key(id, "task id")
@@ -110,25 +109,25 @@ class TaskMethods:
         the run in progress can still be finished by its holder; no new lease is given."""
         check_key(id, "task id")
         with self._write(f"cancelling the task {id!r}") as conn:
-            row = _get(conn, id, self.path)
+            row = _get(conn, id, self.where)
             if row.status == "archived":
                 return _task(row)
             at = now()
-            _change(conn, row, self.path, status="archived", updated_at=at)
+            _change(conn, row, self.where, status="archived", updated_at=at)
             append_event(conn, at, "task_cancelled", id, {"from": row.status})
-            return _task(_get(conn, id, self.path))
+            return _task(_get(conn, id, self.where))
 
     def retry_task(self, id: str) -> TaskRecord:
         """Bring a dead task back: `active` again, with no failures counted."""
         check_key(id, "task id")
         with self._write(f"retrying the task {id!r}") as conn:
-            row = _get(conn, id, self.path)
+            row = _get(conn, id, self.where)
             if row.status != "dead":
                 raise StoreError(f"the task {id!r} is {row.status}, not dead: only a dead task can be retried")
             at = now()
-            _change(conn, row, self.path, status="active", failures=0, updated_at=at)
+            _change(conn, row, self.where, status="active", failures=0, updated_at=at)
             append_event(conn, at, "task_retried", id, {"failures": row.failures})
-            return _task(_get(conn, id, self.path))
+            return _task(_get(conn, id, self.where))
 
     # -- due tasks and their leases ------------------------------------------------------
 
@@ -164,10 +163,10 @@ class TaskMethods:
         """
         at, until = _lease_span(id, owner, now, ttl_seconds)
         with self._write(f"claiming the task {id!r}") as conn:
-            row = _get(conn, id, self.path)
+            row = _get(conn, id, self.where)
             if row.status not in RUNNABLE or (row.lease_until is not None and row.lease_until >= at):
                 return None
-            version = _change(conn, row, self.path, lease_owner=owner, lease_until=until, updated_at=now_())
+            version = _change(conn, row, self.where, lease_owner=owner, lease_until=until, updated_at=now_())
             logged = now_()
             if row.lease_owner is not None:
                 append_event(conn, logged, "lease_reclaimed", id,
@@ -180,10 +179,10 @@ class TaskMethods:
         its lease); None when `owner` no longer holds it (another owner reclaimed it)."""
         at, until = _lease_span(id, owner, now, ttl_seconds)
         with self._write(f"renewing the lease of the task {id!r}") as conn:
-            row = _get(conn, id, self.path)
+            row = _get(conn, id, self.where)
             if row.lease_owner != owner:
                 return None
-            version = _change(conn, row, self.path, lease_until=until, updated_at=now_())
+            version = _change(conn, row, self.where, lease_until=until, updated_at=now_())
             append_event(conn, now_(), "lease_renewed", id, {"owner": owner, "until": until})
             return Lease(task_id=id, owner=owner, until=until, version=version)
 
@@ -192,10 +191,10 @@ class TaskMethods:
         check_key(id, "task id")
         check_text(owner=owner)
         with self._write(f"releasing the task {id!r}") as conn:
-            row = _get(conn, id, self.path)
+            row = _get(conn, id, self.where)
             if row.lease_owner != owner:
                 return False
-            _change(conn, row, self.path, lease_owner=None, lease_until=None, updated_at=now_())
+            _change(conn, row, self.where, lease_owner=None, lease_until=None, updated_at=now_())
             append_event(conn, now_(), "lease_released", id, {"owner": owner})
             return True
 
@@ -213,8 +212,8 @@ class TaskMethods:
         check_text(owner=owner, run_id=run_id, transcript=transcript)
         due, start = stamp(due_at, "due_at"), stamp(started_at, "started_at")
         with self._write(f"starting a run of the task {task_id!r}") as conn:
-            row = _get(conn, task_id, self.path)
-            _check_holder(row, owner, start, self.path)
+            row = _get(conn, task_id, self.where)
+            _check_holder(row, owner, start, self.where)
             found = conn.execute(select(TASK_RUNS).where(TASK_RUNS.c.task_id == task_id,
                                                          TASK_RUNS.c.due_at == due)).first()
             if found is not None:
@@ -251,7 +250,7 @@ class TaskMethods:
         _check_count("max_failures", max_failures, least=1)
         error_text = None if error is None else to_json(error, "a run's error")
         with self._write(f"finishing a run of the task {task_id!r}") as conn:
-            row = _get(conn, task_id, self.path)
+            row = _get(conn, task_id, self.where)
             if row.lease_owner != owner:
                 holder = "nobody" if row.lease_owner is None else repr(row.lease_owner)
                 raise StoreError(f"{owner!r} does not hold the lease of the task {task_id!r} ({holder} does): "
@@ -275,7 +274,7 @@ class TaskMethods:
                 else:
                     new_status = "active"
             logged = now_()
-            _change(conn, row, self.path, status=new_status, failures=failures, last_run=due, next_run=nxt,
+            _change(conn, row, self.where, status=new_status, failures=failures, last_run=due, next_run=nxt,
                     lease_owner=None, lease_until=None, updated_at=logged)
             append_event(conn, logged, "run_finished", task_id,
                          {"owner": owner, "run_id": run.run_id, "due_at": due, "status": status,
@@ -283,7 +282,7 @@ class TaskMethods:
             if new_status == "dead" and row.status != "dead":
                 append_event(conn, logged, "task_dead", task_id,
                              {"failures": failures, "max_failures": max_failures, "run_id": run.run_id})
-            return _task(_get(conn, task_id, self.path))
+            return _task(_get(conn, task_id, self.where))
 
     def skip_firing(self, task_id: str, owner: str, due_at: _Moment, next_run: _Moment | None) -> TaskRecord:
         """Move a task held by `owner` past a firing it will not run (`misfire: skip`): its
@@ -293,15 +292,15 @@ class TaskMethods:
         due = stamp(due_at, "due_at")
         nxt = None if next_run is None else stamp(next_run, "next_run")
         with self._write(f"skipping a firing of the task {task_id!r}") as conn:
-            row = _get(conn, task_id, self.path)
+            row = _get(conn, task_id, self.where)
             if row.lease_owner != owner:
                 raise StoreError(f"{owner!r} does not hold the lease of the task {task_id!r}: claim it first")
             status = "completed" if nxt is None and row.status in RUNNABLE and row.kind == "schedule" else row.status
             logged = now_()
-            _change(conn, row, self.path, next_run=nxt, status=status, lease_owner=None, lease_until=None,
+            _change(conn, row, self.where, next_run=nxt, status=status, lease_owner=None, lease_until=None,
                     updated_at=logged)
             append_event(conn, logged, "firing_skipped", task_id, {"owner": owner, "due_at": due, "next_run": nxt})
-            return _task(_get(conn, task_id, self.path))
+            return _task(_get(conn, task_id, self.where))
 
     def open_run(self, task_id: str) -> TaskRun | None:
         """The task's run that started and has not finished (an interrupted firing), if any."""
@@ -323,11 +322,11 @@ class TaskMethods:
         check_key(task_id, "task id")
         check_text(owner=owner, why=why)
         with self._write(f"expiring the lease of the task {task_id!r}") as conn:
-            row = _get(conn, task_id, self.path)
+            row = _get(conn, task_id, self.where)
             if row.lease_owner != owner:
                 return False
             logged = now_()
-            _change(conn, row, self.path, lease_owner=None, lease_until=None, updated_at=logged)
+            _change(conn, row, self.where, lease_owner=None, lease_until=None, updated_at=logged)
             append_event(conn, logged, "lease_expired", task_id, {"owner": owner, "why": why})
             return True
 
@@ -343,7 +342,7 @@ class TaskMethods:
 now_ = now  # the wall clock, where a parameter named `now` hides it
 
 
-def _get(conn: Connection, id: str, path: Path) -> Row[Any]:
+def _get(conn: Connection, id: str, path: object) -> Row[Any]:
     row = conn.execute(select(TASKS).where(TASKS.c.id == id)).first()
     if row is None:
         raise StoreError(f"no task with id {id!r} in {path}; `chainlang tasks list` shows the tasks")
@@ -359,7 +358,7 @@ def _unleased(at: str) -> Any:
     return or_(TASKS.c.lease_until.is_(None), TASKS.c.lease_until < at)
 
 
-def _check_holder(row: Row[Any], owner: str, at: str, path: Path) -> None:
+def _check_holder(row: Row[Any], owner: str, at: str, path: object) -> None:
     if row.lease_owner != owner:
         holder = "nobody" if row.lease_owner is None else repr(row.lease_owner)
         raise StoreError(f"{owner!r} does not hold the lease of the task {row.id!r} in {path} ({holder} does): "

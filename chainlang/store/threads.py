@@ -88,7 +88,7 @@ def masked(value: Any) -> Any:
 class ThreadMethods:
     """Mixed into `Store` (see `store.py` and the module's docstring)."""
 
-    path: Any
+    where: str
 
     def _read(self, doing: str) -> AbstractContextManager[Connection]:
         raise NotImplementedError
@@ -105,12 +105,12 @@ class ThreadMethods:
         with self._write(f"creating the thread {thread_id!r}") as conn:
             found = conn.execute(select(THREADS.c.status).where(THREADS.c.id == thread_id)).first()
             if found is not None:
-                raise StoreError(f"thread ID exists: {thread_id!r} is already a thread in {self.path} (status "
+                raise StoreError(f"thread ID exists: {thread_id!r} is already a thread in {self.where} (status "
                                  f"{found.status}); give another id")
             conn.execute(insert(THREADS).values(id=thread_id, summary=masked(summary), status="active",
                                                 created_at=moment, updated_at=moment, version=1))
             append_event(conn, now(), "thread_created", thread_id, {"at": moment})
-            return _thread(_get(conn, thread_id, self.path))
+            return _thread(_get(conn, thread_id, self.where))
 
     def get_thread(self, id: str) -> ThreadRecord | None:
         check_key(id, "thread id")
@@ -136,26 +136,26 @@ class ThreadMethods:
             raise StoreError(f"a thread's summary must be text, not {type(summary).__name__}")
         moment = now() if at is None else stamp(at, "at")
         with self._write(f"summarizing the thread {id!r}") as conn:
-            row = _get(conn, id, self.path)
+            row = _get(conn, id, self.where)
             if version is not None and int(row.version) != version:
-                raise StoreError(f"the thread {id!r} in {self.path} is at version {row.version}, not {version}: "
+                raise StoreError(f"the thread {id!r} in {self.where} is at version {row.version}, not {version}: "
                                  "it was changed meanwhile; read it again")
             text = masked(summary)
-            _change(conn, row, self.path, summary=text, updated_at=moment)
+            _change(conn, row, self.where, summary=text, updated_at=moment)
             append_event(conn, now(), "thread_summarized", id, {"at": moment, "length": len(text)})
-            return _thread(_get(conn, id, self.path))
+            return _thread(_get(conn, id, self.where))
 
     def archive(self, id: str, *, at: _Moment | None = None) -> ThreadRecord:
         """Archive a thread (an archived one stays as it is): it is no longer matched."""
         check_key(id, "thread id")
         moment = now() if at is None else stamp(at, "at")
         with self._write(f"archiving the thread {id!r}") as conn:
-            row = _get(conn, id, self.path)
+            row = _get(conn, id, self.where)
             if row.status == "archived":
                 return _thread(row)
-            _change(conn, row, self.path, status="archived", updated_at=moment)
+            _change(conn, row, self.where, status="archived", updated_at=moment)
             append_event(conn, now(), "thread_archived", id, {"at": moment})
-            return _thread(_get(conn, id, self.path))
+            return _thread(_get(conn, id, self.where))
 
     def add_event(self, thread_id: str, event: str, result: Any, run_id: str | None = None,
                   step: str | None = None, key: str | None = None, *, at: _Moment | None = None) -> ThreadEvent:
@@ -170,7 +170,7 @@ class ThreadMethods:
         moment = now() if at is None else stamp(at, "at")
         encoded = to_json(masked(result), f"the result of {event!r}")
         with self._write(f"adding an event to the thread {thread_id!r}") as conn:
-            row = _get(conn, thread_id, self.path)
+            row = _get(conn, thread_id, self.where)
             if run_id is not None and step is not None:
                 before = conn.execute(select(THREAD_EVENTS).where(
                     THREAD_EVENTS.c.thread_id == thread_id, THREAD_EVENTS.c.run_id == run_id,
@@ -182,14 +182,14 @@ class ThreadMethods:
                 thread_id=thread_id, at=moment, run_id=run_id, step=step, event=event, key=key,
                 result=encoded)).inserted_primary_key
             if inserted is None:
-                raise StoreError(f"the event of the thread {thread_id!r} in {self.path} got no sequence number")
+                raise StoreError(f"the event of the thread {thread_id!r} in {self.where} got no sequence number")
             seq = int(inserted[0])
-            _change(conn, row, self.path, updated_at=max(moment, str(row.updated_at)))
+            _change(conn, row, self.where, updated_at=max(moment, str(row.updated_at)))
             append_event(conn, now(), "thread_event", thread_id,
                          {"seq": seq, "event": event, "key": key, "run_id": run_id, "step": step})
             found = conn.execute(select(THREAD_EVENTS).where(THREAD_EVENTS.c.seq == seq)).first()
             if found is None:
-                raise StoreError(f"the event {seq} of the thread {thread_id!r} in {self.path} vanished")
+                raise StoreError(f"the event {seq} of the thread {thread_id!r} in {self.where} vanished")
             return _event(found)
 
     def thread_events(self, thread_id: str, limit: int | None = None) -> list[ThreadEvent]:
@@ -201,7 +201,7 @@ class ThreadMethods:
         if limit is not None:
             query = query.limit(limit)
         with self._read(f"reading the events of the thread {thread_id!r}") as conn:
-            _get(conn, thread_id, self.path)
+            _get(conn, thread_id, self.where)
             rows = conn.execute(query).all()
         return [_event(row) for row in reversed(rows)]
 
@@ -219,7 +219,7 @@ class ThreadMethods:
             check_text(key=key)
             query = query.where(THREAD_EVENTS.c.key == key)
         with self._read(f"reading the thread {thread_id!r}") as conn:
-            _get(conn, thread_id, self.path)
+            _get(conn, thread_id, self.where)
             row = conn.execute(query.order_by(THREAD_EVENTS.c.seq.desc()).limit(1)).first()
         return None if row is None else _event(row)
 
@@ -228,7 +228,7 @@ class ThreadMethods:
         values (each sorted, once)."""
         check_key(thread_id, "thread id")
         with self._read(f"reading the thread {thread_id!r}") as conn:
-            _get(conn, thread_id, self.path)
+            _get(conn, thread_id, self.where)
             events = conn.execute(select(THREAD_EVENTS.c.event).where(THREAD_EVENTS.c.thread_id == thread_id)
                                   .distinct()).scalars().all()
             keys = conn.execute(select(THREAD_EVENTS.c.key).where(THREAD_EVENTS.c.thread_id == thread_id,

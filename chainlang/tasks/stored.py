@@ -43,12 +43,9 @@ def store_url(root: Path) -> str | None:
 
 def store_exists(root: Path) -> bool:
     """Whether the project at `root` has a store yet (reading never creates one)."""
-    url = store_url(root)
-    if url is None:
-        return (root / STORE_FILE).is_file()
-    from chainlang.store.store import sqlite_path
+    from chainlang.store.store import store_exists as exists
 
-    return sqlite_path(root, url).is_file()
+    return exists(root, store_url(root))
 
 
 def project_store(root: Path) -> "Store":
