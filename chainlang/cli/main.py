@@ -354,6 +354,38 @@ def serve(host: str, port: int, grace: str | None, workers: int, role: str | Non
 
 
 @main.command()
+@click.option("--concurrency", type=click.IntRange(1, 1000), default=8, show_default=True,
+              help="Tool attempts this worker runs at once.")
+@_tools_option
+def worker(concurrency: int, tools: tuple[str, ...]) -> None:
+    """Run the project's chains for Temporal ([engine] kind = "temporal").
+
+    Run it in the project's directory, on as many hosts as you like (each with the same copy
+    of the project): it polls the task queue of [engine] and runs the chains' workflows and
+    their tools. SIGTERM or Ctrl-C stops it after the attempts under way (10 s at most).
+    """
+
+    def body() -> int:
+        from pathlib import Path
+
+        from chainlang.runtime.calls import run_loop
+
+        try:
+            import temporalio  # noqa: F401
+        except ImportError:
+            raise _usage("chainlang worker needs the Temporal SDK: pip install 'chainlang[temporal]'") from None
+        from chainlang.engine.temporal.worker import run_worker
+
+        def ready(text: str) -> None:
+            click.echo(f"chainlang worker: {text}", err=True)
+
+        run_loop(run_worker(Path.cwd(), concurrency=concurrency, tools=tools, ready=ready))
+        return 0
+
+    _guarded(body)
+
+
+@main.command()
 @click.option("--hooks", "hooks_file", is_flag=True, help="Print the schema of hooks files (*.hooks.yaml) instead.")
 @click.option("--tests", "test_file", is_flag=True, help="Print the schema of test files (*.chaintest.yaml) instead.")
 def schema(hooks_file: bool, test_file: bool) -> None:

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
 from chainlang.journal.records import HookDropped, HookFinished, HookFired
 from chainlang.runtime.interceptors import PassThrough, Refused, StepInfo
-from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, error_of, ms_since, short
+from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, error_of, ms_since, perf, short
 from chainlang.runtime.scope import Binder, HookContext, Scope
 
 if TYPE_CHECKING:
@@ -172,7 +171,7 @@ async def run_firing(chain: "ChainRun", hook: "CompiledHook", context: HookConte
     ended = run.replay.hooks_finished.get((path or "", hook.key)) if run.replay is not None else None
     if ended is not None:
         return ended.status, ended.error
-    start = time.perf_counter()
+    start = perf()
     status, error = await run_action(chain, hook, context, path)
     finished(run, hook, path, status, error, ms_since(start))
     return status, error

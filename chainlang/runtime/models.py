@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chainlang.llm.tiers import ModelAnswer, ModelRequest, ModelTiers, NoModel, estimate_tokens
-from chainlang.runtime.outcomes import LimitExceeded
+from chainlang.runtime.outcomes import LimitExceeded, perf
 
 if TYPE_CHECKING:
     from chainlang.runtime.state import RunState
@@ -106,7 +105,7 @@ class ModelService:
         prompt = estimate_tokens(request.text())
         held = prompt + tier.max_tokens
         self.budget.reserve(held, f"step {step} ({event}, {tier.name} tier)")
-        start = time.perf_counter()
+        start = perf()
         sent = _recorded_request(request)
         try:
             answer = await tier.provider.complete(tier, request)
@@ -224,4 +223,4 @@ def _recorded_request(request: ModelRequest) -> dict[str, Any]:
 
 
 def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)
+    return round((perf() - start) * 1000, 3)

@@ -4,7 +4,8 @@ step pipeline raise to each other, and the error objects recorded for them (§9)
 from __future__ import annotations
 
 import time
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Callable
 
 
 class StepFailed(Exception):
@@ -85,8 +86,18 @@ def first_of_group(group: BaseExceptionGroup[Any]) -> BaseException:
     return flat[0]
 
 
+# what the walker measures durations with: the process's performance counter, or, for a run
+# that Temporal replays, the workflow's time (the same on every replay)
+TIMER: ContextVar[Callable[[], float]] = ContextVar("chainlang_timer", default=time.perf_counter)
+
+
+def perf() -> float:
+    """Now, in seconds, for measuring a duration (see TIMER)."""
+    return TIMER.get()()
+
+
 def ms_since(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)
+    return round((perf() - start) * 1000, 3)
 
 
 def seconds(value: float) -> str:

@@ -212,6 +212,10 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
 
     graph = prepared.graph
     assert graph is not None
+    engine = prepared.config.engine if prepared.config is not None else None
+    if engine is not None and engine.kind == "temporal":
+        return await _on_temporal(prepared, run_id, header, inputs, pinned, writer, view, tell, where, redactor,
+                                  decider if made_here else None)
     # the project's threads: the one the run is attached to, recording its steps' results there
     clock = FixedClock(pinned) if pinned else SystemClock()
     link = ThreadLink(prepared.root, run_id, header.get("thread"), clock,
@@ -269,6 +273,31 @@ async def _execute(prepared: Prepared, run_id: str, where: Path, header: dict[st
         outputs, error = redactor.redact(outputs), redactor.redact(error)
     return RunResult(run_id, status, outputs, error, where, round((time.perf_counter() - start) * 1000, 3),
                      secrets=redactor)
+
+
+async def _on_temporal(prepared: Prepared, run_id: str, header: dict[str, Any], inputs: dict[str, Any],
+                       pinned: datetime | None, writer: Any, view: "ProgressView | None",
+                       tell: Callable[[str], None], where: Path, redactor: Redactor, decider: Any) -> RunResult:
+    """The run on Temporal's workers (chainlang.engine.temporal): the same records, written here."""
+    from chainlang.engine.temporal.submit import follow_run
+    from chainlang.runtime.decide import close_decider
+
+    try:
+        if decider is not None:
+            await close_decider(decider)  # the workers decide; this process asks no model
+        if header.get("thread"):
+            raise UsageError("runs attached to a thread do not run on the Temporal engine yet; "
+                             "run it on the embedded engine (remove [engine] from chainlang.toml)")
+        status, outputs, error, ms = await follow_run(
+            prepared, run_id, header, inputs, pinned.isoformat() if pinned else None, writer,
+            view.record if view is not None else None, tell)
+    finally:
+        writer.close()
+        if view is not None:
+            view.close()
+    if redactor:
+        outputs, error = redactor.redact(outputs), redactor.redact(error)
+    return RunResult(run_id, status, outputs, error, where, round(ms, 3), secrets=redactor)
 
 
 async def with_hook_actions(actions: "HookActions", body: Any) -> Any:

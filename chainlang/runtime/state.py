@@ -52,6 +52,9 @@ class RunState:
     captured: dict[str, dict[str, Any]] = field(default_factory=dict)  # step path → what its action captured
     actions: "HookActions | None" = None  # the post-hook actions running beside the chain
     models: "ModelService | None" = None  # the model tiers, under the run's budgets (§13)
+    # makes the executor of each chain run: None is chainlang.runtime.invoke.LocalExecutor (tools in
+    # this process); the Temporal engine gives one that runs each attempt as an activity
+    executor: "Callable[[Any], Any] | None" = None
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
 
     def merged_hooks(self, outer: "HookSet | None", own: "HookSet") -> "HookSet":

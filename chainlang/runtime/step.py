@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import replace
-import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from chainlang.compile import copy_json
@@ -35,6 +34,7 @@ from chainlang.runtime.outcomes import (
     StepFailed,
     error_of,
     ms_since,
+    perf,
     seconds,
     short,
 )
@@ -52,14 +52,16 @@ MAX_RETRY_DELAY = 3600.0  # seconds: no wait between two attempts is longer, wha
 class StepPipeline:
     """Runs the event steps of one chain run (see the module docstring)."""
 
-    __slots__ = ("chain", "run", "executor", "interceptors")
+    __slots__ = ("chain", "run", "executor", "interceptors", "local")
 
     def __init__(self, chain: "ChainRun") -> None:
         from chainlang.runtime.invoke import LocalExecutor
 
         self.chain = chain
         self.run = chain.run
-        self.executor = LocalExecutor(chain)
+        make = chain.run.executor
+        self.local = make is None  # tools run in this process: an async tool may be awaited directly
+        self.executor = LocalExecutor(chain) if make is None else make(chain)
         self.interceptors = chain.interceptors
 
     async def __call__(self, node: "GraphNode", scope: Scope, ipath: str) -> None:
@@ -168,10 +170,10 @@ class StepPipeline:
             record(StepStarted(ipath, name, attempt, params, tries))
             if once:
                 run.commit()
-            start = time.perf_counter()
+            start = perf()
             result, error = await self.execute(node, rt, scope, ipath, params, attempt, start)
             if error is None:
-                duration = round((time.perf_counter() - start) * 1000, 3)
+                duration = round((perf() - start) * 1000, 3)
                 try:
                     record(StepFinished(ipath, name, "ok", result, None, duration, attempt))
                 except TypeError as exc:  # a value the encoder refuses: the result is at fault, not the run
@@ -198,7 +200,7 @@ class StepPipeline:
                 deadline = asyncio.timeout(node.timeout)
                 async with deadline:
                     result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)
-            elif rt.direct:  # the common case, without the detour through the executor
+            elif rt.direct and self.local:  # the common case, without the detour through the executor
                 result = await guarded(rt.func(**copy_json(params)), watch)  # type: ignore[misc]
             else:
                 result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)

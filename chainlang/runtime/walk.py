@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from chainlang.compile import ExecutionGraph, GraphNode
@@ -35,6 +34,7 @@ from chainlang.runtime.outcomes import (
     first_of_group,
     kind_text,
     ms_since,
+    perf,
     seconds,
     short,
 )
@@ -168,7 +168,7 @@ class ChainRun:
 
     async def block(self, node: GraphNode, scope: Scope, ipath: str) -> None:
         prefix = ipath if ipath != node.path else ""
-        start = time.perf_counter()
+        start = perf()
         try:
             if node.timeout is not None:
                 async with asyncio.timeout(node.timeout):
@@ -262,7 +262,7 @@ class ChainRun:
                 "foreach", f"foreach `{short(node.foreach_text or '', 80)}` (line {node.line}) gave "
                            f"{kind_text(items)}, not a list"))
         limit = node.max_parallel or self.default_parallel
-        start = time.perf_counter()
+        start = perf()
         if node.kind == "event":
             jobs = [(node, f"{ipath}[{i}]") for i in range(len(items))]
             scopes = await self.concurrently(jobs, scope, limit, (node.as_, items), node.on_error)

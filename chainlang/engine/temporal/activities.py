@@ -1,0 +1,131 @@
+"""The tool activity: one attempt of one step's tool, on a worker, in the worker's copy of
+the project (its tools, its `.chainlang/state`).
+
+The tool gets the context it gets in the embedded engine: the run id, the step, the
+attempt and its idempotency key (so a retried activity, e.g. after a worker died in the
+middle of it, does its side effect at most once), the clock, progress and notifications.
+What the tool reports comes back with its result, for the workflow to record. A tool's
+failure is a result too (`error`), never an activity failure: Temporal retries an activity
+only when its worker stopped answering (heartbeats), and the walker applies the step's
+own `retry`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import functools
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+
+if TYPE_CHECKING:
+    from chainlang.registry.registry import Registry
+
+__all__ = ["HEARTBEAT_EVERY", "TOOL_ACTIVITY", "WorkerProject", "run_tool", "use_project"]
+
+TOOL_ACTIVITY = "chainlang.tool"
+HEARTBEAT_EVERY = 2.0  # seconds; the workflow gives the activity a heartbeat timeout a few times this
+
+
+@dataclass
+class WorkerProject:
+    """The project a worker serves: its directory and its events (built once per process)."""
+
+    root: Path
+    registry: "Registry"
+
+
+_PROJECT: WorkerProject | None = None
+
+
+def use_project(project: WorkerProject) -> None:
+    """Set the project this process's activities and workflows run in (chainlang worker)."""
+    global _PROJECT
+    _PROJECT = project
+
+
+def current_project() -> WorkerProject:
+    if _PROJECT is None:
+        raise RuntimeError("this process serves no chainlang project (start it with chainlang worker)")
+    return _PROJECT
+
+
+class _Clock:
+    """The run's clock in a tool: pinned when the run is, else the worker's; every reading
+    is kept, for the workflow to record as the embedded engine does."""
+
+    def __init__(self, pinned: str | None) -> None:
+        self.pinned = datetime.fromisoformat(pinned) if pinned else None
+        self.readings: list[str] = []
+
+    def now(self) -> datetime:
+        value = self.pinned or datetime.now(timezone.utc).astimezone()
+        self.readings.append(value.isoformat())
+        return value
+
+
+@activity.defn(name=TOOL_ACTIVITY)
+async def run_tool(text: str) -> str:
+    """Run one attempt (the call as JSON text); returns {result, error, notes, progress, clock}
+    as JSON text."""
+    return json.dumps(await _attempt(json.loads(text)), ensure_ascii=False)
+
+
+async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
+    from chainlang.journal.values import idempotency_key
+    from chainlang.runtime.context import RunContext
+    from chainlang.runtime.events import prepare_event
+    from chainlang.runtime.outcomes import EventUnavailable
+    from chainlang.runtime.invoke import tool_message
+    from chainlang.runtime.runner import STATE_DIR
+
+    project = current_project()
+    notes: list[str] = []
+    progress: list[list[Any]] = []
+    clock = _Clock(call.get("now"))
+    out: dict[str, Any] = {"result": None, "error": None, "notes": notes, "progress": progress,
+                           "clock": clock.readings}
+    try:
+        rt = prepare_event(project.registry, call["event"])
+    except EventUnavailable as exc:
+        out["error"] = f"{exc} (on this worker: is its copy of the project the same?)"
+        return out
+    params = dict(call["params"])
+    if rt.accepts_ctx:
+        params["ctx"] = RunContext(
+            run_id=call["run_id"], chain=call.get("chain"), step=call["step"], event=call["event"],
+            attempt=call["attempt"], idempotency_key=idempotency_key(call["run_id"], call["step"], call["attempt"]),
+            clock=clock, state_dir=project.root / STATE_DIR,
+            progress=functools.partial(_report, progress),
+            notify=lambda text: notes.append(str(text)), project=project.root, registry=project.registry,
+            captured=dict(call.get("captured") or {}),
+            allow=tuple(tuple(group) for group in call.get("allow") or ()),
+        )
+    beat = asyncio.ensure_future(_heartbeat())
+    try:
+        assert rt.func is not None
+        if rt.is_async:
+            out["result"] = await rt.func(**params)
+        else:
+            out["result"] = await asyncio.to_thread(rt.func, **params)
+    except asyncio.CancelledError:
+        raise  # the step's timeout, or the run stopped: Temporal records the cancellation
+    except Exception as exc:
+        out["error"] = tool_message(exc)
+    finally:
+        beat.cancel()
+    return out
+
+
+def _report(progress: list[list[Any]], message: str, fraction: float | None = None) -> None:
+    progress.append([str(message)[:1000], fraction])
+
+
+async def _heartbeat() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_EVERY)

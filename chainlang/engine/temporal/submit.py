@@ -1,0 +1,102 @@
+"""`chainlang run` on the Temporal engine: submit the run as a workflow (id = run id) and
+follow it, writing its records to the transcript on this machine and showing them as the
+embedded engine does, until it ends.
+
+The chain was checked here first (an invalid chain is never submitted); the workers
+compile their own copy of it and refuse one whose digest differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from chainlang.pipeline import UsageError
+
+if TYPE_CHECKING:
+    from chainlang.config.engine import EngineConfig
+    from chainlang.runtime.prepare import Prepared
+
+__all__ = ["connect", "follow_run"]
+
+POLL = 0.1  # seconds between two looks at a running workflow's new records
+
+
+async def connect(engine: "EngineConfig") -> Any:
+    """A client of the Temporal frontend of `engine`; UsageError when it cannot be reached."""
+    try:
+        from temporalio.client import Client
+    except ImportError:
+        raise UsageError("[engine] kind = \"temporal\" needs the Temporal SDK: pip install 'chainlang[temporal]'") from None
+    try:
+        return await Client.connect(engine.address, namespace=engine.namespace)
+    except Exception as exc:  # the SDK raises RuntimeError with the transport's message
+        raise UsageError(f"cannot reach Temporal at {engine.address} (namespace {engine.namespace}): "
+                         f"{' '.join(str(exc).split())[:300]}; start it (temporal server start-dev) or fix "
+                         "[engine] address in chainlang.toml") from None
+
+
+async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], inputs: dict[str, Any],
+                     pinned: str | None, writer: Any, show: Callable[[Any], None] | None,
+                     tell: Callable[[str], None]) -> tuple[str, dict[str, Any], dict[str, Any] | None, float]:
+    """Submit the run and follow it to its end: (status, outputs, error, duration in ms).
+    Every record goes to `writer` (and `show`), every notification to `tell`."""
+    from temporalio.client import WorkflowFailureError
+
+    from chainlang.engine.temporal.workflow import CHAIN_WORKFLOW
+    from chainlang.journal.records import decode
+
+    assert prepared.config is not None and prepared.config.engine is not None
+    engine = prepared.config.engine
+    client = await connect(engine)
+    try:
+        path = prepared.path.resolve().relative_to(prepared.root.resolve()).as_posix()
+    except ValueError:
+        raise UsageError(f"{prepared.path}: outside the project ({prepared.root}); a chain the workers run "
+                         "must be a file of the project") from None
+    job = {
+        "run_id": run_id, "path": path,
+        "digest": prepared.digest, "inputs": inputs, "now": pinned, "header": header,
+    }
+    start = time.perf_counter()
+    handle = await client.start_workflow(CHAIN_WORKFLOW, json.dumps(job, ensure_ascii=False), id=run_id,
+                                         task_queue=engine.task_queue)
+    done = asyncio.ensure_future(handle.result())
+    seen = 0
+
+    async def take() -> None:
+        nonlocal seen
+        try:
+            new = json.loads(await handle.query("progress", seen))
+        except Exception:
+            return  # no worker has picked the run up yet: look again
+        for data in new:
+            if "note" in data:
+                tell(data["note"])
+                continue
+            rec = decode(data)
+            writer.append(rec)
+            if show is not None:
+                show(rec)
+        seen += len(new)
+
+    try:
+        while not done.done():
+            await asyncio.wait({done}, timeout=POLL)
+            await take()
+        try:
+            outcome = json.loads(done.result())
+        except WorkflowFailureError as exc:
+            raise UsageError(f"the run {run_id} failed on Temporal: {exc.cause or exc}") from None
+        for _ in range(50):  # the records written after the last look
+            before = seen
+            await take()
+            if seen == before and seen >= outcome.get("records", 0):
+                break
+            await asyncio.sleep(POLL)
+    finally:
+        if not done.done():
+            done.cancel()
+    return outcome["status"], outcome.get("outputs") or {}, outcome.get("error"), (time.perf_counter() - start) * 1000

@@ -1,0 +1,190 @@
+"""The chain workflow: the embedded engine's walker, run by Temporal (workflow id = run id).
+
+The walker is deterministic given the results of its tools, so it runs as workflow code:
+parallel groups are asyncio tasks on the workflow's loop, timeouts and waits are durable
+timers, and each tool attempt is an activity (`activities.run_tool`). When a worker dies,
+another one replays the workflow from its history: the finished attempts' results come
+from the history and their tools are not called again.
+
+The run's records are kept in the workflow (rebuilt the same on replay) and read by the
+submitter with the `progress` query, which writes the transcript the embedded engine
+would have written. The chain is compiled from the worker's copy of the project; its
+digest must be the one submitted, so every worker runs the same chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from chainlang.engine.temporal.activities import HEARTBEAT_EVERY, TOOL_ACTIVITY, current_project
+
+if TYPE_CHECKING:
+    from chainlang.runtime.calls import Watch
+    from chainlang.runtime.events import EventRuntime
+    from chainlang.runtime.prepare import Prepared
+    from chainlang.runtime.walk import ChainRun
+
+__all__ = ["CHAIN_WORKFLOW", "ChainWorkflow"]
+
+CHAIN_WORKFLOW = "chainlang.chain"
+# a worker that stops heartbeating for this long is taken for dead: the attempt goes to another
+HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT_EVERY * 4)
+# attempts of one tool call when workers die under it (the tool's own failures are not retried here)
+WORKER_LOSS_ATTEMPTS = 5
+
+_PREPARED: dict[tuple[str, str], "Prepared"] = {}
+
+
+class _WorkflowClock:
+    """The run's clock in the workflow: pinned, or Temporal's (the same on every replay)."""
+
+    def __init__(self, pinned: datetime | None) -> None:
+        self.pinned = pinned
+
+    def now(self) -> datetime:
+        return self.pinned or workflow.now().astimezone(timezone.utc)
+
+
+class ActivityExecutor:
+    """The executor seam of the walker on Temporal: each tool attempt is an activity;
+    named chains and chain.run run in the workflow, as they run in the walker."""
+
+    __slots__ = ("chain", "pinned")
+
+    def __init__(self, chain: "ChainRun", pinned: str | None) -> None:
+        self.chain = chain
+        self.pinned = pinned
+
+    async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
+                   watch: "Watch") -> Any:
+        from chainlang.journal.records import Clock, StepProgress
+        from chainlang.runtime.invoke import run_subchain
+
+        if rt.runs_chain:
+            return await run_subchain(self.chain, rt, params, ipath, attempt)
+        run = self.chain.run
+        call = {
+            "event": rt.spec.name, "params": params, "run_id": run.run_id, "chain": self.chain.graph.name,
+            "step": ipath, "attempt": attempt, "now": self.pinned, "captured": run.captured.get(ipath, {}),
+            "allow": [list(group) for group in self.chain.allow],
+        }
+        # JSON text both ways: Temporal's converter would sort the keys of every mapping
+        out = json.loads(await workflow.execute_activity(
+            TOOL_ACTIVITY, json.dumps(call, ensure_ascii=False), start_to_close_timeout=timedelta(days=1), heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
+            summary=f"{ipath} {rt.spec.name}",
+        ))
+        for value in out.get("clock") or ():
+            run.record(Clock(value, ipath))
+        for message, fraction in out.get("progress") or ():
+            run.record(StepProgress(ipath, rt.spec.name, message, fraction))
+        for note in out.get("notes") or ():
+            run.notify(note)
+        if out.get("error") is not None:
+            raise ValueError(out["error"])  # shown as it is: the activity made the message (tool_message)
+        return out.get("result")
+
+
+@workflow.defn(name=CHAIN_WORKFLOW, sandboxed=False)
+class ChainWorkflow:
+    """One run of a chain. Input: the job `submit.submit_run` makes."""
+
+    def __init__(self) -> None:
+        # the run's records, and its notifications ({"note": text}) in their order among them
+        self.records: list[dict[str, Any]] = []
+
+    @workflow.query(name="progress")
+    def progress(self, since: int) -> str:
+        """The records and notifications from index `since` on, as JSON text."""
+        return json.dumps(self.records[since:], ensure_ascii=False)
+
+    @workflow.run
+    async def run(self, text: str) -> str:
+        """Run the job (`submit.follow_run`, JSON text); returns how the run ended, as JSON text
+        (the key order of outputs kept, which Temporal's own converter would sort)."""
+        return json.dumps(await self._run(json.loads(text)), ensure_ascii=False)
+
+    async def _run(self, job: dict[str, Any]) -> dict[str, Any]:
+        from chainlang.journal.records import RunFinished, RunStarted, decode, fields
+        from chainlang.runtime.decide.chained import ChainedDecider
+        from chainlang.runtime.decide.embedded import EmbeddedDecider
+        from chainlang.runtime.hooks import HookActions
+        from chainlang.runtime.models import run_models
+        from chainlang.runtime.outcomes import TIMER, LimitExceeded
+        from chainlang.runtime.runner import STATE_DIR, with_hook_actions
+        from chainlang.runtime.state import RunState
+        from chainlang.runtime.walk import ChainRun
+
+        prepared = _prepare(job["path"], job["digest"])
+        if isinstance(prepared, str):
+            return {"status": "invalid", "outputs": {}, "error": {"type": "worker", "message": prepared}}
+        graph = prepared.graph
+        assert graph is not None
+
+        def record(rec: Any) -> None:
+            self.records.append({"type": rec.TYPE, **fields(rec)})
+
+        pinned = datetime.fromisoformat(job["now"]) if job.get("now") else None
+        fallback = prepared.config.decide.fallback if prepared.config is not None and prepared.config.decide else "fail"
+        decider = ChainedDecider(EmbeddedDecider(), None, fallback)
+        header = job["header"]
+        state = RunState(
+            run_id=job["run_id"], registry=prepared.registry, record=record, decider=decider,
+            clock=_WorkflowClock(pinned), state_dir=prepared.root / STATE_DIR,
+            facts={"id": job["run_id"], "chain": graph.name, "started_at": header["started_at"], "thread": None},
+            max_steps=graph.max_steps, notify=lambda text: self.records.append({"note": text}), load_chain=prepared.loader, project=prepared.root,
+            base_registry=prepared.loader.registry,
+            executor=lambda chain: ActivityExecutor(chain, job.get("now")),
+        )
+        state.models = run_models(state, decider, graph.max_model_calls, graph.max_tokens)
+        actions = state.actions = HookActions(state)
+        TIMER.set(workflow.time)  # durations in workflow time: the same when the run is replayed
+        started = decode({"type": "run_started", **header})
+        assert isinstance(started, RunStarted)
+        record(started)
+        # the run's duration in workflow time: the same when a worker replays the run
+        def elapsed() -> float:
+            return round((workflow.now() - workflow.info().start_time).total_seconds() * 1000, 3)
+
+        outputs: dict[str, Any] = {}
+        try:
+            status, outputs, error = await with_hook_actions(actions, ChainRun(state, graph, job["inputs"]).execute())
+        except LimitExceeded as exc:
+            status, error = "limit", {"type": "limit", "limit": exc.limit, "message": exc.message}
+        except asyncio.CancelledError:
+            await actions.cancel_all()
+            error = {"type": "interrupted", "message": "the workflow was cancelled"}
+            record(RunFinished("interrupted", outputs, error, elapsed()))
+            raise
+        record(RunFinished(status, outputs, error, elapsed()))
+        return {"status": status, "outputs": outputs, "error": error, "records": len(self.records)}
+
+
+def _prepare(path: str, digest: str) -> "Prepared | str":
+    """The chain at `path` (relative to the worker's project), checked and compiled once per
+    worker process; a message when it differs from the submitted one or has errors."""
+    from chainlang.pipeline import UsageError
+    from chainlang.runtime.prepare import prepare
+
+    key = (path, digest)
+    cached = _PREPARED.get(key)
+    if cached is not None:
+        return cached
+    project = current_project()
+    try:
+        prepared = prepare(project.root / path, registry=project.registry)
+    except UsageError as exc:
+        return f"the worker cannot load {path}: {exc}"
+    if prepared.digest != digest:
+        return (f"the worker's copy of {path} is not the chain that was submitted (sha256 {prepared.digest[:12]}… "
+                f"instead of {digest[:12]}…): deploy the same project to every worker")
+    if prepared.graph is None:
+        return f"{path} has check errors on the worker: run chainlang check there"
+    _PREPARED[key] = prepared
+    return prepared
