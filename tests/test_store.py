@@ -175,8 +175,8 @@ def test_store_urls(tmp_path: Path) -> None:
     assert (tmp_path / "other" / "store.db").is_file() and not db_path(tmp_path).exists()
     with pytest.raises(StoreError, match="directory is missing"):
         open_store(tmp_path, "sqlite:///missing-dir/store.db")
-    with pytest.raises(StoreError, match="only SQLite") as err:
-        open_store(tmp_path, "postgresql://me:secret@db.example/chainlang")
+    with pytest.raises(StoreError, match="not supported") as err:  # PostgreSQL: tests/test_store_postgres.py
+        open_store(tmp_path, "postgresql+asyncpg://me:secret@db.example/chainlang")
     assert "secret" not in str(err.value)
     with pytest.raises(StoreError, match="names no file"):
         open_store(tmp_path, "sqlite://")
