@@ -147,6 +147,22 @@ def test_store_exists_asks_without_creating(pg_url: str, tmp_path: Path) -> None
     assert store_exists(tmp_path)
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_stamp_of_the_stored_hooks_follows_them(backend: str, request: pytest.FixtureRequest,
+                                                    tmp_path: Path) -> None:
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
+    with open_store(tmp_path, url) as store:
+        assert store.hooks_stamp() == (0, None)
+        store.add_task("schedule", {}, id="s")
+        assert store.hooks_stamp() == (0, None)
+        store.add_task("hook", {"trigger": "post:a"}, id="h1")
+        store.add_task("hook", {"trigger": "post:b"}, id="h2")
+        count, latest = store.hooks_stamp()
+        assert count == 2 and latest == store.get_task("h2").updated_at  # type: ignore[union-attr]
+        store.cancel_task("h1")
+        assert store.hooks_stamp() == (1, latest)  # the count tells the cancel
+
+
 def test_path_is_the_file_of_sqlite_stores_only(pg_url: str, tmp_path: Path) -> None:  # noqa: F811
     with open_store(tmp_path, pg_url) as store:
         with pytest.raises(StoreError, match="is a PostgreSQL database, not a file"):

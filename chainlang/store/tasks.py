@@ -104,6 +104,17 @@ class TaskMethods:
         with self._read("listing the tasks") as conn:
             return [_task(row) for row in conn.execute(query).all()]
 
+    def hooks_stamp(self) -> tuple[int, str | None]:
+        """How many stored hooks are active and when the latest changed: it changes when one
+        is added or cancelled (for a process that polls for them, e.g. serve)."""
+        from sqlalchemy import func
+
+        query = select(func.count(), func.max(TASKS.c.updated_at)).where(TASKS.c.kind == "hook",
+                                                                          TASKS.c.status == "active")
+        with self._read("reading the stamp of the stored hooks") as conn:
+            count, latest = conn.execute(query).one()
+        return int(count), None if latest is None else str(latest)
+
     def cancel_task(self, id: str) -> TaskRecord:
         """Archive a task (an archived one stays as it is). A lease on it is kept, so that
         the run in progress can still be finished by its holder; no new lease is given."""
