@@ -353,3 +353,16 @@ def test_a_chain_run_through_the_cli_keeps_its_tasks_and_threads_on_postgres(pg_
     with open_store(tmp_path, pg_url) as store:
         assert [t.id for t in store.list_tasks()] == [outputs["task"]]
         assert store.get_thread(outputs["thread"]) is not None
+
+
+def test_the_password_may_stay_out_of_the_url_in_pgpassword(pg_server: PgServer, tmp_path: Path,  # noqa: F811
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    url = pg_server.new_database().replace(f":{pg_server.password}@", "@")
+    assert pg_server.password not in url
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)  # libpq reads it (and ~/.pgpass)
+    with open_store(tmp_path, url) as store:
+        assert store.claim_emit("k", "e", "r", "t").new
+    monkeypatch.delenv("PGPASSWORD")
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))
+    with pytest.raises(StoreError, match="PGPASSWORD"):
+        open_store(tmp_path, url)
