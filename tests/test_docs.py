@@ -196,6 +196,8 @@ def read_docs() -> tuple[list[Block], list[str]]:
 
 
 BLOCKS, MARKER_PROBLEMS = read_docs()
+TEMPORAL_PROJECT = '[engine]\nkind = "temporal"\n'  # the project of the CL038 examples
+
 YAML_BLOCKS = [b for b in BLOCKS if b.lang == "yaml" and b.marker is not None and b.marker.skip is None]
 CONSOLE_BLOCKS = [b for b in BLOCKS if b.lang == "console" and _CHECK_COMMAND.match(b.text.split("\n", 1)[0])]
 RUN_BLOCKS = [b for b in BLOCKS if b.lang == "console" and _RUN_COMMAND.match(b.text.split("\n", 1)[0])]
@@ -239,6 +241,8 @@ def run_cli(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
     write_example(block.previous, directory)
     if "CL037" in block.previous.marker.rules:  # no-model: said of a project (a chainlang.toml) without models
         (directory / "chainlang.toml").write_text("", encoding="utf-8")
+    if "CL038" in block.previous.marker.rules:  # not-on-engine: said of a project that runs on Temporal
+        (directory / "chainlang.toml").write_text(TEMPORAL_PROJECT, encoding="utf-8")
     args, _ = console_command(block)
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("FORCE_COLOR", None)
@@ -341,6 +345,8 @@ def test_yaml_example(block: Block, registry: Registry, tmp_path: Path) -> None:
     path = write_example(block, tmp_path)
     if "CL037" in block.marker.rules:  # no-model: said of a project (a chainlang.toml) without models
         (tmp_path / "chainlang.toml").write_text("", encoding="utf-8")
+    if "CL038" in block.marker.rules:  # not-on-engine: said of a project that runs on Temporal
+        (tmp_path / "chainlang.toml").write_text(TEMPORAL_PROJECT, encoding="utf-8")
     diagnostics = check_files([str(path)], registry=registry, start_dir=tmp_path).diagnostics
     shown = "\n".join(str(d).replace(str(path), block.marker.filename) for d in diagnostics)
     if not block.marker.rules:
@@ -376,6 +382,8 @@ def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp
     assert got == expected_console(block), f"{block.id}: the output differs from the page; the command printed:\n{got}"
     if args[-2:] == [str(TOOLS), name]:  # plain text output: the exit status follows the errors
         path = write_example(previous, tmp_path)
+        if "CL038" in previous.marker.rules:
+            (tmp_path / "chainlang.toml").write_text(TEMPORAL_PROJECT, encoding="utf-8")
         errors = [d for d in check_files([str(path)], registry=registry, start_dir=tmp_path).diagnostics if d.severity == "error"]
         assert result.returncode == (1 if errors else 0), f"{block.id}: exit status {result.returncode}"
 

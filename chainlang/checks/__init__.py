@@ -11,6 +11,7 @@ def all_checks() -> list[ModuleType]:
         budget,
         chain_cycle,
         duplicate_ids,
+        engine,
         expr_types,
         hook_events,
         hook_order,
@@ -36,4 +37,5 @@ def all_checks() -> list[ModuleType]:
         chain_cycle,
         budget,
         models,
+        engine,
     ]

@@ -22,7 +22,7 @@ def unsupported(spec: "EventSpec") -> str | None:
     """Why the Temporal engine cannot run a step of `spec` yet (None: it can)."""
     effects = spec.effects
     if spec.model_calls > 0 or effects.get("uses_model"):
-        return "it asks a model, and the model tiers do not run on the Temporal engine yet"
+        return "it asks a model"
     if effects.get("reads_store") or effects.get("writes_store"):
-        return "it uses the project's store (tasks, threads, memory), which the Temporal engine does not reach yet"
+        return "it uses the project's store: tasks, threads, memory"
     return None

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.exceptions import CancelledError as TemporalCancelled
 
 from chainlang.engine.temporal.activities import HEARTBEAT_EVERY, TOOL_ACTIVITY, current_project
 
@@ -74,12 +76,18 @@ class ActivityExecutor:
             "step": ipath, "attempt": attempt, "now": self.pinned, "captured": run.captured.get(ipath, {}),
             "allow": [list(group) for group in self.chain.allow],
         }
-        # JSON text both ways: Temporal's converter would sort the keys of every mapping
-        out = json.loads(await workflow.execute_activity(
-            TOOL_ACTIVITY, json.dumps(call, ensure_ascii=False), start_to_close_timeout=timedelta(days=1), heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
-            summary=f"{ipath} {rt.spec.name}",
-        ))
+        try:
+            # JSON text both ways: Temporal's converter would sort the keys of every mapping
+            out = json.loads(await workflow.execute_activity(
+                TOOL_ACTIVITY, json.dumps(call, ensure_ascii=False), start_to_close_timeout=timedelta(days=1),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
+                summary=f"{ipath} {rt.spec.name}",
+            ))
+        except ActivityError as exc:
+            if isinstance(exc.cause, TemporalCancelled):
+                raise asyncio.CancelledError() from None  # the step's timeout, or the run stopping: as in the walker
+            raise ValueError(f"the workers could not finish the step: {exc.cause or exc}") from None
         for value in out.get("clock") or ():
             run.record(Clock(value, ipath))
         for message, fraction in out.get("progress") or ():

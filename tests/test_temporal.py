@@ -1,0 +1,259 @@
+"""The Temporal engine (LANGUAGE.md §14), through the CLI, against a real Temporal dev server
+on loopback (tests/temporal_util.py; skipped, saying why, without the SDK or the CLI).
+
+The contract: the same chains run on both engines, and each ends the same — exit code,
+outputs, and the transcript's records once what changes from run to run is taken out (the
+golden form of chainlang.testing). Then what only Temporal does: a worker killed in the
+middle of a step, the run finishing on the other one without running a finished step
+again; and a run's recorded history replaying on the interpreter as it is now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from chainlang.testing.expect import golden_lines
+from tests.hooks_util import cli, show
+from tests.temporal_util import Workers, dev_server, temporal_toml
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = REPO / "tests" / "run" / "run_tools.py"
+NOW = "2026-11-19T09:00:00+00:00"
+
+pytestmark = pytest.mark.slow  # a Temporal server and workers: the full suite runs these, make test-fast does not
+
+# name → (chain, the exit code both engines end with)
+CONTRACT: dict[str, tuple[str, int]] = {
+    "sequence": ("""
+steps:
+  - test.echo: {value: 20}
+  - test.add: {a: "{test.echo.result}", b: 22}
+  - user.notify: {message: "sum {test.add.result}"}
+outputs: {sum: "{test.add.result}", first: "{test.echo.result}"}
+""", 0),
+    "parallel-and-foreach": ("""
+steps:
+  - [test.sleep: {seconds: 0.3, label: a}, {id: b, event: test.sleep, params: {seconds: 0.1, label: b}}]
+  - id: each
+    foreach: "[1, 2, 3]"
+    steps:
+      - test.add: {a: "{item}", b: 10}
+outputs: {a: "{test.sleep.result}", b: "{b.result}", each: "{each.result}"}
+""", 0),
+    "branches-and-decide": ("""
+inputs:
+  n: {type: integer, default: 7}
+steps:
+  - if: "inputs.n > 5"
+    then:
+      - test.echo: {value: big}
+    else:
+      - test.echo: {value: small}
+  - test.add: {a: 1, b: 1}
+    decide: "inputs.n > 100"
+outputs: {size: "{test.echo.result}"}
+""", 0),
+    "retry": ("""
+steps:
+  - test.flaky: {succeed_on: 3}
+    retry: {attempts: 3, delay: 10ms, backoff: 2}
+outputs: {attempt: "{test.flaky.result}"}
+""", 0),
+    "timeout": ("""
+steps:
+  - test.sleep: {seconds: 30}
+    timeout: 1s
+""", 1),
+    "failure": ("""
+steps:
+  - test.echo: {value: before}
+  - test.fail: {message: stop here}
+  - test.echo: {value: after}
+""", 1),
+    "on-error-break": ("""
+steps:
+  - test.echo: {value: before}
+  - test.fail: {message: stop here}
+    on_error: break
+  - test.echo: {value: after}
+outputs: {last: "{test.echo.result}"}
+""", 0),
+    "limit": ("""
+limits: {max_steps: 2}
+steps:
+  - test.echo: {value: 1}
+  - test.echo: {value: 2}
+  - test.echo: {value: 3}
+""", 3),
+    "hooks-and-sub-chains": ("""
+steps:
+  - math.double: {x: 4}
+  - chain.run: {path: lib/double.chain.yaml, inputs: {x: 5}}
+  - user.notify: {message: "public"}
+  - user.notify: {message: "the password is hunter2"}
+hooks:
+  - id: tag
+    trigger: pre:user.notify
+    set: {message: "[tagged] {message}"}
+  - id: no-passwords
+    trigger: pre:user.notify
+    condition: message contains 'password'
+    cancel: true
+outputs: {named: "{math.double.value}", by_path: "{chain.run.value}"}
+""", 0),
+    "progress-and-clock": ("""
+steps:
+  - test.progress
+  - test.now
+outputs: {readings: "{test.now.result}"}
+""", 0),
+}
+
+DOUBLE = """
+chain: math.double
+inputs:
+  x: {type: integer}
+steps:
+  - test.add: {a: "{inputs.x}", b: "{inputs.x}"}
+outputs: {value: "{test.add.result}"}
+"""
+
+
+def make_project(directory: Path, toml: str) -> Path:
+    directory.mkdir(parents=True)
+    shutil.copy(TOOLS, directory / "tools.py")
+    (directory / "lib").mkdir()
+    (directory / "lib" / "double.chain.yaml").write_text(DOUBLE, encoding="utf-8")
+    (directory / "chainlang.toml").write_text(toml, encoding="utf-8")
+    for name, (chain, _) in CONTRACT.items():
+        (directory / f"{name}.chain.yaml").write_text(chain, encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from dev_server(tmp_path_factory.mktemp("temporal") / "server.log")
+
+
+@pytest.fixture(scope="module")
+def engines(server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """Two copies of one project: on the embedded engine, and on Temporal (with a worker)."""
+    base = tmp_path_factory.mktemp("engines")
+    embedded = make_project(base / "embedded", 'tools = ["tools.py"]\nchains = ["lib"]\n')
+    temporal = make_project(base / "temporal", temporal_toml(server, "contract").replace('chains = ["."]', 'chains = ["lib"]'))
+    workers = Workers(temporal)
+    workers.start()
+    try:
+        yield embedded, temporal
+    finally:
+        workers.close()
+
+
+def records(project: Path, transcript: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (project / transcript).read_text(encoding="utf-8").splitlines()]
+
+
+def comparable(recs: list[dict[str, Any]]) -> list[str]:
+    """The golden form; sorted, as steps that run at once finish in any order."""
+    return sorted(golden_lines(recs))
+
+
+@pytest.mark.parametrize("name", list(CONTRACT))
+def test_a_chain_ends_the_same_on_both_engines(engines: tuple[Path, Path], name: str) -> None:
+    embedded, temporal = engines
+    expected_exit = CONTRACT[name][1]
+    outcomes = []
+    for project in (embedded, temporal):
+        proc = cli(project, "run", f"{name}.chain.yaml", "--now", NOW, "--json", "--transcript", f"{name}.jsonl",
+                   timeout=120)
+        assert proc.returncode == expected_exit, f"{project.name}: {show(proc)}"
+        assert "Traceback" not in proc.stderr, show(proc)
+        outcomes.append((json.loads(proc.stdout), records(project, f"{name}.jsonl"), proc.stderr))
+    (on_embedded, recs_embedded, err_embedded), (on_temporal, recs_temporal, err_temporal) = outcomes
+    for result in (on_embedded, on_temporal):
+        result.pop("run_id", None), result.pop("duration_ms", None), result.pop("transcript", None)
+    assert on_temporal == on_embedded
+    assert comparable(recs_temporal) == comparable(recs_embedded)
+    # what the tools told the user reaches the terminal on both
+    notes = [line for line in err_embedded.splitlines() if line.startswith("[info]")]
+    assert [line for line in err_temporal.splitlines() if line.startswith("[info]")] == notes
+
+
+def test_check_tells_what_the_temporal_engine_cannot_run(engines: tuple[Path, Path]) -> None:
+    _, temporal = engines
+    (temporal / "agents.chain.yaml").write_text("steps:\n  - task.list\n", encoding="utf-8")
+    proc = cli(temporal, "check", "agents.chain.yaml")
+    assert proc.returncode == 1 and "CL038 not-on-engine" in proc.stdout, show(proc)
+    ran = cli(temporal, "run", "agents.chain.yaml")
+    assert ran.returncode == 1 and "CL038" in ran.stdout + ran.stderr, show(ran)
+
+
+def test_an_unreachable_server_is_a_usage_error(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", temporal_toml("127.0.0.1:1", "nowhere"))
+    proc = cli(project, "run", "sequence.chain.yaml", timeout=120)
+    assert proc.returncode == 2 and "cannot reach Temporal at 127.0.0.1:1" in proc.stderr, show(proc)
+    assert "Traceback" not in proc.stderr
+    worker = cli(project, "worker", timeout=120)
+    assert worker.returncode == 2 and "cannot reach Temporal" in worker.stderr, show(worker)
+
+
+def test_a_worker_outside_a_temporal_project_says_so(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "worker")
+    assert proc.returncode == 2 and 'kind = "temporal"' in proc.stderr, show(proc)
+
+
+# -- a worker dies in the middle of a step -------------------------------------------------------
+
+KILLED = """
+steps:
+  - test.send: {to: first}
+  - test.slow_send: {to: second, name: slow.pid, seconds: 4}
+  - test.send: {to: third}
+outputs: {last: "{test.send.result}"}
+"""
+
+
+def test_a_killed_worker_s_step_finishes_on_the_other_and_nothing_runs_twice(server: str, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.hooks_util import clean_env, command
+
+    project = make_project(tmp_path / "p", temporal_toml(server, "kill"))
+    (project / "killed.chain.yaml").write_text(KILLED, encoding="utf-8")
+    workers = Workers(project)
+    try:
+        first, second = workers.start(), workers.start()
+        run = subprocess.Popen(command("run", "killed.chain.yaml", "--json", "--transcript", "killed.jsonl"),
+                               cwd=project, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        marker = project / ".chainlang" / "state" / "slow.pid"
+        deadline = time.monotonic() + 60
+        while not marker.exists():  # test.slow_send writes its worker's pid, then sleeps
+            assert time.monotonic() < deadline and run.poll() is None, "the slow step never started"
+            time.sleep(0.05)
+        pid = int(marker.read_text())
+        assert pid in (first.pid, second.pid)
+        os.killpg(pid, signal.SIGKILL)  # the worker running the step, in the middle of it
+        started = time.monotonic()
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, f"{out}\n{err}"
+        assert json.loads(out) == {"last": {"sent": "third"}}
+        calls = [json.loads(line) for line in (marker.parent / "calls.jsonl").read_text().splitlines()]
+        by_step = {step: [c for c in calls if c["step"] == step] for step in ("1", "2", "3")}
+        assert len(by_step["1"]) == 1 and len(by_step["3"]) == 1, calls  # finished steps never ran again
+        slow = by_step["2"]  # started on the killed worker, then on the other, with the same key
+        assert [c["phase"] for c in slow] == ["start", "start", "end"], slow
+        assert len({c["key"] for c in slow}) == 1 and {c["attempt"] for c in slow} == {1}
+        recs = records(project, "killed.jsonl")
+        assert [(r["step"], r["status"]) for r in recs if r["type"] == "step_finished"] == [
+            ("1", "ok"), ("2", "ok"), ("3", "ok")]
+        assert time.monotonic() - started < 60
+    finally:
+        workers.close()
