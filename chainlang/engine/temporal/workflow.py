@@ -40,7 +40,7 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT_EVERY * 4)
 # attempts of one tool call when workers die under it (the tool's own failures are not retried here)
 WORKER_LOSS_ATTEMPTS = 5
 
-_PREPARED: dict[tuple[str, str], "Prepared"] = {}
+_PREPARED: dict[tuple[str, str, str], "Prepared"] = {}
 
 
 class _WorkflowClock:
@@ -180,11 +180,11 @@ def _prepare(path: str, digest: str) -> "Prepared | str":
     from chainlang.pipeline import UsageError
     from chainlang.runtime.prepare import prepare
 
-    key = (path, digest)
+    project = current_project()
+    key = (str(project.root), path, digest)
     cached = _PREPARED.get(key)
     if cached is not None:
         return cached
-    project = current_project()
     try:
         prepared = prepare(project.root / path, registry=project.registry)
     except UsageError as exc:
