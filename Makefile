@@ -56,6 +56,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/hooks_bench.py
 	$(BIN)/python benchmarks/serve_bench.py
 	$(BIN)/python benchmarks/agents_bench.py
+	$(BIN)/python benchmarks/temporal_bench.py
 
 clean:
 	rm -rf $(VENV) site dist build .pytest_cache

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from chainlang.config.engine import EngineConfig
     from chainlang.runtime.prepare import Prepared
 
-__all__ = ["connect", "follow_run"]
+__all__ = ["connect", "follow_run", "make_job"]
 
 POLL = 0.1  # seconds between two looks at a running workflow's new records
 
@@ -38,6 +38,19 @@ async def connect(engine: "EngineConfig") -> Any:
                          "[engine] address in chainlang.toml") from None
 
 
+def make_job(prepared: "Prepared", run_id: str, header: dict[str, Any], inputs: dict[str, Any],
+             pinned: str | None) -> dict[str, Any]:
+    """What the workflow is given: the chain (its path in the project and its digest, which the
+    worker checks against its own copy), the inputs, the pinned clock, the transcript's header."""
+    try:
+        path = prepared.path.resolve().relative_to(prepared.root.resolve()).as_posix()
+    except ValueError:
+        raise UsageError(f"{prepared.path}: outside the project ({prepared.root}); a chain the workers run "
+                         "must be a file of the project") from None
+    return {"run_id": run_id, "path": path, "digest": prepared.digest, "inputs": inputs, "now": pinned,
+            "header": header}
+
+
 async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], inputs: dict[str, Any],
                      pinned: str | None, writer: Any, show: Callable[[Any], None] | None,
                      tell: Callable[[str], None]) -> tuple[str, dict[str, Any], dict[str, Any] | None, float]:
@@ -51,15 +64,7 @@ async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], 
     assert prepared.config is not None and prepared.config.engine is not None
     engine = prepared.config.engine
     client = await connect(engine)
-    try:
-        path = prepared.path.resolve().relative_to(prepared.root.resolve()).as_posix()
-    except ValueError:
-        raise UsageError(f"{prepared.path}: outside the project ({prepared.root}); a chain the workers run "
-                         "must be a file of the project") from None
-    job = {
-        "run_id": run_id, "path": path,
-        "digest": prepared.digest, "inputs": inputs, "now": pinned, "header": header,
-    }
+    job = make_job(prepared, run_id, header, inputs, pinned)
     start = time.perf_counter()
     handle = await client.start_workflow(CHAIN_WORKFLOW, json.dumps(job, ensure_ascii=False), id=run_id,
                                          task_queue=engine.task_queue)
