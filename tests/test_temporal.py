@@ -109,6 +109,15 @@ hooks:
     cancel: true
 outputs: {named: "{math.double.value}", by_path: "{chain.run.value}"}
 """, 0),
+    "store": ("""
+steps:
+  - task.schedule: {type: once, at: "2026-11-20 09:00", action: [{user.notify: {message: hi}}], description: Say hi}
+  - task.list
+  - memory.append: {thread_id: t1, content: Met Ana about Beacon}
+  - memory.search: {query: Beacon}
+  - thread.match: {message: "what about Beacon?"}
+outputs: {tasks: "{task.list.tasks | length}", found: "{memory.search.matches | length}", action: "{thread.match.action}"}
+""", 0),
     "progress-and-clock": ("""
 steps:
   - test.progress
@@ -189,7 +198,7 @@ def test_a_chain_ends_the_same_on_both_engines(engines: tuple[Path, Path], name:
 
 def test_check_tells_what_the_temporal_engine_cannot_run(engines: tuple[Path, Path]) -> None:
     _, temporal = engines
-    (temporal / "agents.chain.yaml").write_text("steps:\n  - task.list\n", encoding="utf-8")
+    (temporal / "agents.chain.yaml").write_text("steps:\n  - agent.think: {thread_id: t1}\n", encoding="utf-8")
     proc = cli(temporal, "check", "agents.chain.yaml")
     assert proc.returncode == 1 and "CL038 not-on-engine" in proc.stdout, show(proc)
     ran = cli(temporal, "run", "agents.chain.yaml")

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chainlang.checks.base import CheckContext
 from chainlang.diagnostics import rules
 from chainlang.model.nodes import EventStep, walk_steps
 
+if TYPE_CHECKING:
+    from chainlang.config.project import ProjectConfig
+
 RULES = (rules.NOT_ON_ENGINE,)
 
 
 @lru_cache(maxsize=64)
-def _engine(directory: str) -> str | None:
-    """The engine of the project of `directory` (None: no project, or an unreadable
-    chainlang.toml, which another stage reports)."""
+def _temporal_project(directory: str) -> "ProjectConfig | None":
+    """The config of the project of `directory` when it runs on Temporal (None: it does not,
+    there is no project, or its chainlang.toml cannot be read, which another stage reports)."""
     from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
 
@@ -26,15 +30,16 @@ def _engine(directory: str) -> str | None:
         config = find_project_config(Path(directory))
     except (RegistryError, OSError):
         return None
-    if config is None:
+    if config is None or config.engine is None or config.engine.kind != "temporal":
         return None
-    return config.engine.kind if config.engine is not None else "embedded"
+    return config
 
 
 def check(ctx: CheckContext) -> None:
     file = ctx.chain.file
     directory = str(Path(file).resolve().parent) if file and not file.startswith("<") else str(Path.cwd())
-    if _engine(directory) != "temporal":
+    config = _temporal_project(directory)
+    if config is None:
         return
     from chainlang.engine.temporal.support import unsupported
 
@@ -43,7 +48,7 @@ def check(ctx: CheckContext) -> None:
         if not isinstance(step, EventStep) or not step.event or step.event_node is None:
             continue
         spec = ctx.registry.get(step.event)
-        why = unsupported(spec) if spec is not None else None
+        why = unsupported(spec, config) if spec is not None else None
         if why is not None:
             ctx.report(rules.NOT_ON_ENGINE, f"{step.event} cannot run on the Temporal engine yet ({why})",
                        step.event_node,

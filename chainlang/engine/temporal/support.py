@@ -1,11 +1,13 @@
-"""What the Temporal engine runs so far, asked by the checker (CL038) and by `chainlang run`.
+"""What the Temporal engine runs so far, asked by the checker (CL038).
 
 The walker runs inside the workflow, so the language itself (steps, if/else, foreach,
 parallel groups, retry, timeouts, decide with the embedded decider, hooks of the chain,
-named chains and chain.run) is the same. Each tool attempt is an activity. What needs the
-run's services beyond a tool's context is not there yet: the model tiers (agent events,
-the model decider), the project's store (tasks, threads, memory) and runs attached to a
-thread.
+named chains and chain.run) is the same. Each tool attempt is an activity, with the tool
+context of the embedded engine, so the events of the project's store (task.*, memory.*,
+thread.*) run there too, on the worker's store: give every worker the same one (a
+PostgreSQL `[store] url`, or one host). What needs the run's model tiers is not there yet:
+the agent events, tools that must ask a model, and the thread and memory events when
+`[models] memory` names a model tier (with the default, embedded, they ask none).
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from chainlang.config.project import ProjectConfig
     from chainlang.registry.spec import EventSpec
 
 __all__ = ["unsupported"]
 
 
-def unsupported(spec: "EventSpec") -> str | None:
+def unsupported(spec: "EventSpec", config: "ProjectConfig | None") -> str | None:
     """Why the Temporal engine cannot run a step of `spec` yet (None: it can)."""
-    effects = spec.effects
-    if spec.model_calls > 0 or effects.get("uses_model"):
+    if spec.model_calls > 0 or spec.name.startswith("agent."):
         return "it asks a model"
-    if effects.get("reads_store") or effects.get("writes_store"):
-        return "it uses the project's store: tasks, threads, memory"
+    memory = config.models.memory if config is not None and config.models is not None else "embedded"
+    if spec.effects.get("uses_model") and memory != "embedded":
+        return f"it asks the {memory} model ([models] memory in chainlang.toml)"
     return None
