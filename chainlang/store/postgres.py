@@ -58,8 +58,8 @@ def postgres_url(url: URL) -> URL | None:
 
 
 def describe(url: URL) -> str:
-    """How messages name the store: its url, never its password."""
-    return url.render_as_string(hide_password=True)
+    """How messages name the store: its url (as written, without the driver), never its password."""
+    return url.set(drivername="postgresql").render_as_string(hide_password=True)
 
 
 def connect(url: URL, busy_timeout: float) -> Engine:
