@@ -3,9 +3,9 @@ server started on loopback (tests/pg_util.py; skipped, with the reason, where no
 
 - The store's behaviour tests that go through its API only (tests/test_store.py,
   tests/test_store_tasks.py, the store test of tests/test_threads.py) run again here
-  unchanged, `open_store` pointed at a new PostgreSQL database; the memory tests
-  (tests/test_memory.py: search ranking included) run through the CLI in a project whose
-  chainlang.toml names the database. The SQLite-only tests (the file, its pragmas, raw
+  unchanged, `open_store` pointed at a new PostgreSQL database; memory tests
+  (tests/test_memory.py: search ranking included), thread and task.schedule tests run
+  through the CLI in a project whose chainlang.toml names the database. The SQLite-only tests (the file, its pragmas, raw
   sqlite3 reads, the shipped version 1 code) stay in their modules.
 - Real processes: two claim the same emit keys and the same due tasks; each is won once,
   and the two create the schema together.
@@ -30,7 +30,7 @@ import pytest
 
 import chainlang.store.store as store_module
 from chainlang.store import SCHEMA_VERSION, StoreError, open_store
-from tests import test_memory, test_store, test_store_tasks, test_threads
+from tests import test_memory, test_store, test_store_tasks, test_task_schedule, test_threads
 from tests.pg_util import PgServer, pg_server, pg_url  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,6 +56,9 @@ PROJECT_TESTS: list[Callable[..., None]] = [
     test_memory.test_search_ranks_by_bm25_and_filters_by_type,
     test_memory.test_search_scope_and_date,
     test_memory.test_digest_groups_the_journal_into_people_and_projects,
+    test_threads.test_a_related_message_continues_the_current_thread_and_is_recorded,
+    test_threads.test_morning_routine_suggests_switching_to_the_thread_that_fits_better,
+    test_task_schedule.test_each_type_returns_its_task_id_and_next_run_read_on_the_runs_clock,
 ]
 
 
@@ -105,7 +108,7 @@ def raw_log(url: str, *kinds: str) -> list[tuple[int, str, str, dict[str, Any]]]
 
 
 @pytest.mark.parametrize(("test", "params"), _cases(PROJECT_TESTS))
-def test_memory_through_the_cli_on_postgres(test: Callable[..., None], params: dict[str, Any], pg_url: str,  # noqa: F811
+def test_project_through_the_cli_on_postgres(test: Callable[..., None], params: dict[str, Any], pg_url: str,  # noqa: F811
                                             tmp_path: Path) -> None:
     (tmp_path / "chainlang.toml").write_text(f'[store]\nurl = "{pg_url}"\n', encoding="utf-8")
     test(tmp_path, **params)
