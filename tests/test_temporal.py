@@ -115,9 +115,23 @@ steps:
   - task.list
   - memory.append: {thread_id: t1, content: Met Ana about Beacon}
   - memory.search: {query: Beacon}
-  - thread.match: {message: "what about Beacon?"}
-outputs: {tasks: "{task.list.tasks | length}", found: "{memory.search.matches | length}", action: "{thread.match.action}"}
+outputs: {tasks: "{task.list.tasks | length}", found: "{memory.search.matches | length}"}
 """, 0),
+    "agents": ("""
+limits: {max_model_calls: 5}
+steps:
+  - agent.think: {thread_id: plan-1, prompt: "What is next for the launch?"}
+  - agent.chain: {plan: "1. Echo the word launch"}
+  - test.echo: {value: maybe}
+    decide: "only when the launch is on track"
+outputs: {thought: "{agent.think}", ran: "{agent.chain}", echoed: "{test.echo.result}"}
+""", 0),
+    "over-budget": ("""
+limits: {max_tokens: 100}
+steps:
+  - test.echo: {value: before}
+  - agent.think: {thread_id: plan-1, prompt: "What is next for the launch?"}
+""", 3),
     "progress-and-clock": ("""
 steps:
   - test.progress
@@ -125,6 +139,20 @@ steps:
 outputs: {readings: "{test.now.result}"}
 """, 0),
 }
+
+# the three model tiers, scripted (the same file for both engines)
+ANSWERS = """
+rules:
+  - task: think
+    when: "What is next for the launch?"
+    answer: {event: agent.reply, params: {message: Book the kickoff}}
+  - task: chain
+    when: "Echo the word launch"
+    answer: {chain: [{test.echo: {value: launch}}]}
+  - task: decide
+    answer: {action: continue, params: {value: maybe}}
+"""
+TIERS = "".join(f'\n[models.{tier}]\nprovider = "scripted"\nrules = "answers.yaml"\n' for tier in ("heavy", "fast", "light"))
 
 DOUBLE = """
 chain: math.double
@@ -141,9 +169,12 @@ def make_project(directory: Path, toml: str) -> Path:
     shutil.copy(TOOLS, directory / "tools.py")
     (directory / "lib").mkdir()
     (directory / "lib" / "double.chain.yaml").write_text(DOUBLE, encoding="utf-8")
-    (directory / "chainlang.toml").write_text(toml, encoding="utf-8")
+    (directory / "chainlang.toml").write_text(toml + TIERS, encoding="utf-8")
+    (directory / "answers.yaml").write_text(ANSWERS, encoding="utf-8")
     for name, (chain, _) in CONTRACT.items():
         (directory / f"{name}.chain.yaml").write_text(chain, encoding="utf-8")
+    made = cli(directory, "threads", "create", "plan-1", "--summary", "Planning the Beacon launch")
+    assert made.returncode == 0, show(made)
     return directory
 
 
@@ -198,7 +229,7 @@ def test_a_chain_ends_the_same_on_both_engines(engines: tuple[Path, Path], name:
 
 def test_check_tells_what_the_temporal_engine_cannot_run(engines: tuple[Path, Path]) -> None:
     _, temporal = engines
-    (temporal / "agents.chain.yaml").write_text("steps:\n  - agent.think: {thread_id: t1}\n", encoding="utf-8")
+    (temporal / "agents.chain.yaml").write_text("steps:\n  - thread.match: {message: hello}\n", encoding="utf-8")
     proc = cli(temporal, "check", "agents.chain.yaml")
     assert proc.returncode == 1 and "CL038 not-on-engine" in proc.stdout, show(proc)
     ran = cli(temporal, "run", "agents.chain.yaml")

@@ -67,10 +67,35 @@ def _use_color(stream: Any) -> bool:
     return use_color(stream)
 
 
+def _leave_temporal(code: Any) -> None:
+    """End the process at once when it talked to Temporal: the SDK's client threads (Rust,
+    tokio) may crash the interpreter's finalization (temporalio/sdk-python#300), which
+    would turn a finished command's exit status into a signal."""
+    submit = sys.modules.get("chainlang.engine.temporal.submit")
+    if submit is None or not getattr(submit, "CONNECTED", False):
+        return
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code if isinstance(code, int) else 0)
+
+
 class _Group(click.Group):
     """Usage errors from click itself get the same one-line form (and exit 2) as ours."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._main(*args, **kwargs)
+        except SystemExit as exc:
+            _leave_temporal(exc.code)
+            raise
+
+    def _main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             return super().main(*args, **kwargs)

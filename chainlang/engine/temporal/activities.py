@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 
 if TYPE_CHECKING:
+    from chainlang.llm.tiers import ModelTiers
     from chainlang.registry.registry import Registry
 
 __all__ = ["HEARTBEAT_EVERY", "TOOL_ACTIVITY", "WorkerProject", "run_tool", "use_project"]
@@ -33,10 +34,19 @@ HEARTBEAT_EVERY = 2.0  # seconds; the workflow gives the activity a heartbeat ti
 
 @dataclass
 class WorkerProject:
-    """The project a worker serves: its directory and its events (built once per process)."""
+    """The project a worker serves: its directory, its events and its model tiers (built
+    once per process), and what a decide does when no decider can decide."""
 
     root: Path
     registry: "Registry"
+    tiers: "ModelTiers | None" = None
+    fallback: str = "fail"
+
+    def __post_init__(self) -> None:
+        if self.tiers is None:
+            from chainlang.llm.tiers import ModelTiers
+
+            self.tiers = ModelTiers({})
 
 
 _PROJECT: WorkerProject | None = None
@@ -79,7 +89,7 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
     from chainlang.journal.values import idempotency_key
     from chainlang.runtime.context import RunContext
     from chainlang.runtime.events import prepare_event
-    from chainlang.runtime.outcomes import EventUnavailable
+    from chainlang.runtime.outcomes import EventUnavailable, LimitExceeded
     from chainlang.runtime.invoke import tool_message
     from chainlang.runtime.runner import STATE_DIR
 
@@ -88,14 +98,26 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
     progress: list[list[Any]] = []
     clock = _Clock(call.get("now"))
     out: dict[str, Any] = {"result": None, "error": None, "notes": notes, "progress": progress,
-                           "clock": clock.readings}
+                           "clock": clock.readings, "models": [], "used": [0, 0]}
     try:
         rt = prepare_event(project.registry, call["event"])
     except EventUnavailable as exc:
         out["error"] = f"{exc} (on this worker: is its copy of the project the same?)"
         return out
     params = dict(call["params"])
+    service, recorder = None, None
     if rt.accepts_ctx:
+        from chainlang.engine.temporal.models import ActivityRun
+        from chainlang.runtime.decide.chained import ChainedDecider
+        from chainlang.runtime.decide.embedded import EmbeddedDecider
+        from chainlang.runtime.decide.model_decider import TierDecider
+        from chainlang.runtime.models import Budget, ModelService
+
+        assert project.tiers is not None
+        left = call.get("budget") or [None, None]
+        recorder = ActivityRun()
+        service = ModelService(recorder, project.tiers, Budget(left[0], left[1]))  # type: ignore[arg-type]
+        light = TierDecider(project.tiers, project.root) if project.tiers.configured else None
         params["ctx"] = RunContext(
             run_id=call["run_id"], chain=call.get("chain"), step=call["step"], event=call["event"],
             attempt=call["attempt"], idempotency_key=idempotency_key(call["run_id"], call["step"], call["attempt"]),
@@ -103,6 +125,8 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
             progress=functools.partial(_report, progress),
             notify=lambda text: notes.append(str(text)), project=project.root, registry=project.registry,
             captured=dict(call.get("captured") or {}),
+            models=service.for_step(call["step"], call["event"]) if project.tiers.configured else None,
+            decider=ChainedDecider(EmbeddedDecider(), light, project.fallback),  # type: ignore[arg-type]
             allow=tuple(tuple(group) for group in call.get("allow") or ()),
         )
     beat = asyncio.ensure_future(_heartbeat())
@@ -114,10 +138,15 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
             out["result"] = await asyncio.to_thread(rt.func, **params)
     except asyncio.CancelledError:
         raise  # the step's timeout, or the run stopped: Temporal records the cancellation
+    except LimitExceeded as exc:  # the run's model budget: the workflow stops the run
+        out["limit"] = [exc.limit, exc.message]
     except Exception as exc:
         out["error"] = tool_message(exc)
     finally:
         beat.cancel()
+    if service is not None and recorder is not None:
+        out["models"] = recorder.records
+        out["used"] = [service.budget.calls, service.budget.tokens]
     return out
 
 

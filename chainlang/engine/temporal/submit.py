@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["connect", "follow_run", "make_job"]
 
 POLL = 0.1  # seconds between two looks at a running workflow's new records
+CONNECTED = False  # this process has a Temporal client: the CLI ends it with os._exit (see cli.main)
 
 
 async def connect(engine: "EngineConfig") -> Any:
@@ -30,6 +31,8 @@ async def connect(engine: "EngineConfig") -> Any:
         from temporalio.client import Client
     except ImportError:
         raise UsageError("[engine] kind = \"temporal\" needs the Temporal SDK: pip install 'chainlang[temporal]'") from None
+    global CONNECTED
+    CONNECTED = True  # from the first try: a failed connection has started the SDK's threads too
     try:
         return await Client.connect(engine.address, namespace=engine.namespace)
     except Exception as exc:  # the SDK raises RuntimeError with the transport's message

@@ -1,13 +1,14 @@
 """What the Temporal engine runs so far, asked by the checker (CL038).
 
 The walker runs inside the workflow, so the language itself (steps, if/else, foreach,
-parallel groups, retry, timeouts, decide with the embedded decider, hooks of the chain,
-named chains and chain.run) is the same. Each tool attempt is an activity, with the tool
-context of the embedded engine, so the events of the project's store (task.*, memory.*,
-thread.*) run there too, on the worker's store: give every worker the same one (a
-PostgreSQL `[store] url`, or one host). What needs the run's model tiers is not there yet:
-the agent events, tools that must ask a model, and the thread and memory events when
-`[models] memory` names a model tier (with the default, embedded, they ask none).
+parallel groups, retry, timeouts, decide, hooks of the chain, named chains and chain.run)
+is the same. Each tool attempt is an activity, with the tool context of the embedded
+engine, so the events of the project's store (task.*, memory.*, thread.*) run there too,
+on the worker's store: give every worker the same one (a PostgreSQL `[store] url`, or one
+host). Model calls are activities (chainlang.engine.temporal.models), under the run's
+budget. What is not there yet: a run attached to a thread (by `thread.match`, or an input
+`thread_id`) records its steps in the thread as it goes (chainlang.runtime.threads), which
+the workflow does not do.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ __all__ = ["unsupported"]
 
 def unsupported(spec: "EventSpec", config: "ProjectConfig | None") -> str | None:
     """Why the Temporal engine cannot run a step of `spec` yet (None: it can)."""
-    if spec.model_calls > 0 or spec.name.startswith("agent."):
-        return "it asks a model"
-    memory = config.models.memory if config is not None and config.models is not None else "embedded"
-    if spec.effects.get("uses_model") and memory != "embedded":
-        return f"it asks the {memory} model ([models] memory in chainlang.toml)"
+    if spec.name == "thread.match":
+        return THREADS
     return None
+
+
+THREADS = "it attaches the run to a thread, and a run on Temporal does not record its steps in a thread yet"

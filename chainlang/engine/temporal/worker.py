@@ -40,13 +40,21 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
     from chainlang.engine.temporal.activities import WorkerProject, run_tool, use_project
+    from chainlang.engine.temporal.models import ask_model
     from chainlang.engine.temporal.workflow import ChainWorkflow
 
+    from chainlang.llm.tiers import ModelTiers
+
     registry = default_registry(tools, config.root)
-    use_project(WorkerProject(config.root, registry))
+    try:
+        tiers = ModelTiers.from_config(config)
+    except RegistryError as exc:  # a ConfigError: a light tier named twice, unreadable scripted rules
+        raise UsageError(str(exc)) from None
+    fallback = config.decide.fallback if config.decide is not None else "fail"
+    use_project(WorkerProject(config.root, registry, tiers, fallback))
     client = await connect(config.engine)
     worker = Worker(
-        client, task_queue=config.engine.task_queue, workflows=[ChainWorkflow], activities=[run_tool],
+        client, task_queue=config.engine.task_queue, workflows=[ChainWorkflow], activities=[run_tool, ask_model],
         # the walker is the workflow code: it runs on Temporal's deterministic loop, outside the
         # sandbox, which would re-import chainlang (and the project's tools) for every run
         workflow_runner=UnsandboxedWorkflowRunner(),
@@ -65,6 +73,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     if not running.done():
         await worker.shutdown()
     stop.cancel()
+    await tiers.aclose()
     failed: Any = running.exception() if running.done() and not running.cancelled() else None
     if failed is not None:
         raise UsageError(f"the worker stopped: {failed}")

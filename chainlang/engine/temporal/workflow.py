@@ -65,16 +65,22 @@ class ActivityExecutor:
 
     async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
                    watch: "Watch") -> Any:
-        from chainlang.journal.records import Clock, StepProgress
+        from chainlang.journal.records import Clock, StepProgress, decode
         from chainlang.runtime.invoke import run_subchain
+        from chainlang.runtime.outcomes import LimitExceeded
 
         if rt.runs_chain:
             return await run_subchain(self.chain, rt, params, ipath, attempt)
         run = self.chain.run
+        budget = run.models.budget if run.models is not None else None
+        left: list[int | None] = [None, None]
+        if budget is not None:  # what the tool's own model calls may spend of the run's budget
+            left = [None if budget.max_calls is None else budget.max_calls - budget.calls,
+                    None if budget.max_tokens is None else budget.max_tokens - budget.tokens - budget.reserved]
         call = {
             "event": rt.spec.name, "params": params, "run_id": run.run_id, "chain": self.chain.graph.name,
             "step": ipath, "attempt": attempt, "now": self.pinned, "captured": run.captured.get(ipath, {}),
-            "allow": [list(group) for group in self.chain.allow],
+            "allow": [list(group) for group in self.chain.allow], "budget": left,
         }
         try:
             # JSON text both ways: Temporal's converter would sort the keys of every mapping
@@ -88,6 +94,14 @@ class ActivityExecutor:
             if isinstance(exc.cause, TemporalCancelled):
                 raise asyncio.CancelledError() from None  # the step's timeout, or the run stopping: as in the walker
             raise ValueError(f"the workers could not finish the step: {exc.cause or exc}") from None
+        for data in out.get("models") or ():  # the model calls the tool made, recorded as the run's
+            run.record(decode(data))
+        if budget is not None:
+            calls, tokens = out.get("used") or (0, 0)
+            budget.calls += calls
+            budget.tokens += tokens
+        if out.get("limit"):
+            raise LimitExceeded(*out["limit"])
         for value in out.get("clock") or ():
             run.record(Clock(value, ipath))
         for message, fraction in out.get("progress") or ():
@@ -122,6 +136,8 @@ class ChainWorkflow:
         from chainlang.journal.records import RunFinished, RunStarted, decode, fields
         from chainlang.runtime.decide.chained import ChainedDecider
         from chainlang.runtime.decide.embedded import EmbeddedDecider
+        from chainlang.runtime.decide.model_decider import TierDecider
+        from chainlang.engine.temporal.models import activity_tiers
         from chainlang.runtime.hooks import HookActions
         from chainlang.runtime.models import run_models
         from chainlang.runtime.outcomes import TIMER, LimitExceeded
@@ -139,8 +155,12 @@ class ChainWorkflow:
             self.records.append({"type": rec.TYPE, **fields(rec)})
 
         pinned = datetime.fromisoformat(job["now"]) if job.get("now") else None
-        fallback = prepared.config.decide.fallback if prepared.config is not None and prepared.config.decide else "fail"
-        decider = ChainedDecider(EmbeddedDecider(), None, fallback)
+        project = current_project()
+        assert project.tiers is not None
+        tiers = activity_tiers(project.tiers)  # each question a `chainlang.model` activity
+        light = TierDecider(tiers, project.root) if tiers.configured else None
+        decider = ChainedDecider(EmbeddedDecider(), light, project.fallback)  # type: ignore[arg-type]
+        decider.tiers = tiers
         header = job["header"]
         state = RunState(
             run_id=job["run_id"], registry=prepared.registry, record=record, decider=decider,
