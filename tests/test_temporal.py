@@ -229,7 +229,8 @@ def test_a_chain_ends_the_same_on_both_engines(engines: tuple[Path, Path], name:
 
 def test_check_tells_what_the_temporal_engine_cannot_run(engines: tuple[Path, Path]) -> None:
     _, temporal = engines
-    (temporal / "agents.chain.yaml").write_text("steps:\n  - thread.match: {message: hello}\n", encoding="utf-8")
+    (temporal / "agents.chain.yaml").write_text(
+        "steps:\n  - user.notify: {message: \"{thread['plan-1'].summary}\"}\n", encoding="utf-8")
     proc = cli(temporal, "check", "agents.chain.yaml")
     assert proc.returncode == 1 and "CL038 not-on-engine" in proc.stdout, show(proc)
     ran = cli(temporal, "run", "agents.chain.yaml")
@@ -297,3 +298,60 @@ def test_a_killed_worker_s_step_finishes_on_the_other_and_nothing_runs_twice(ser
         assert time.monotonic() - started < 60
     finally:
         workers.close()
+
+
+# -- the seed's assistant on both engines ---------------------------------------------------------
+
+ASSISTANT = REPO / "examples" / "assistant"
+# "The world" and scenario 1 of docs/guides/assistant.md: threads, memory, tasks and the three
+# model tiers (scripted); THREAD stands for the thread the first message started
+CONVERSATION = [
+    ["run", "history/2026-11-17.chain.yaml", "--now", "2026-11-17T18:00:00+00:00"],
+    ["run", "history/2026-11-18.chain.yaml", "--now", "2026-11-18T18:00:00+00:00"],
+    ["threads", "create", "john-contract", "--summary",
+     "Sent John Miller the Acme contract draft by email on Tuesday; waiting for his reply."],
+    ["run", "message.chain.yaml", "--now", "2026-11-19T08:30:00+00:00", "--input",
+     "message=Good morning, what's on my schedule today?"],
+    ["run", "message.chain.yaml", "--now", "2026-11-19T08:32:00+00:00", "--input", "thread_id=THREAD", "--input",
+     "message=Actually, first check if John replied to my email"],
+    ["run", "message.chain.yaml", "--now", "2026-11-19T08:33:00+00:00", "--input", "thread_id=john-contract",
+     "--input", "message=Actually, first check if John replied to my email"],
+    ["run", "message.chain.yaml", "--now", "2026-11-19T08:41:00+00:00", "--input", "thread_id=THREAD", "--input",
+     "message=Never mind, go back to my schedule. Also remind me to buy groceries after work"],
+    ["threads", "show", "THREAD", "--json"],
+    ["tasks", "list", "--json"],
+]
+
+
+def test_the_assistant_s_conversation_is_the_same_on_both_engines(server: str, tmp_path: Path) -> None:
+    import re
+
+    said: dict[str, list[str]] = {}
+    for engine in ("embedded", "temporal"):
+        project = tmp_path / engine
+        shutil.copytree(ASSISTANT, project, ignore=shutil.ignore_patterns(".chainlang", "__pycache__", "tests"))
+        workers = Workers(project)
+        if engine == "temporal":
+            with (project / "chainlang.toml").open("a", encoding="utf-8") as toml:
+                toml.write(f'\n[engine]\nkind = "temporal"\naddress = "{server}"\ntask_queue = "assistant"\n')
+            workers.start()
+        thread = ""
+        try:
+            for args in CONVERSATION:
+                args = [a.replace("THREAD", thread) for a in args]
+                proc = cli(project, *args, *(["--json"] if args[0] == "run" else []), timeout=180)
+                assert proc.returncode == 0, f"{engine}: {' '.join(args)}: {show(proc)}"
+                out = proc.stdout
+                if not thread and args[0] == "run" and "message.chain.yaml" in args:
+                    thread = json.loads(out)["thread_id"]
+                said.setdefault(engine, []).append(out)
+        finally:
+            workers.close()
+
+    def same(text: str) -> str:  # ids made of random bits, by order of appearance; run ids; times of day
+        names: dict[str, str] = {}
+        text = re.sub(r"\b(thread|task)-[0-9a-f]{12}\b", lambda m: names.setdefault(m.group(0), f"{m.group(1)}-{len(names)}"), text)
+        text = re.sub(r"\b\d{8}T\d{6}Z-[0-9a-f]{6,10}\b", "RUN", text)
+        return re.sub(r'"(created_at|updated_at|at|origin)": "[^"]*"', r'"\1": "…"', text)
+
+    assert [same(t) for t in said["temporal"]] == [same(t) for t in said["embedded"]]

@@ -41,13 +41,16 @@ def check(ctx: CheckContext) -> None:
     config = _temporal_project(directory)
     if config is None:
         return
-    from chainlang.engine.temporal.support import THREADS, unsupported
+    from chainlang.engine.temporal.support import THREAD_REFERENCES, unsupported
 
-    thread_input = ctx.chain.inputs.get("thread_id")
-    if thread_input is not None:  # a run given it is attached to that thread (chainlang.runtime.threads)
-        ctx.report(rules.NOT_ON_ENGINE, f"the input thread_id cannot be used on the Temporal engine yet ({THREADS})",
-                   thread_input.node, 'run this chain on the embedded engine (a project without [engine] kind = '
-                   '"temporal"), or give the input another name')
+    for info in ctx.analysis.refs:
+        if info.kind == "thread":
+            site, ref = info.site, info.ref
+            text = site.node.text[site.base + ref.start:site.base + ref.end] if hasattr(site.node, "text") else "thread"
+            ctx.report(rules.NOT_ON_ENGINE, f"{{{text}}} cannot be read on the Temporal engine yet ({THREAD_REFERENCES})",
+                       ctx.expr_span(site.node, site.base + ref.start, site.base + ref.end),
+                       'run this chain on the embedded engine (a project without [engine] kind = "temporal"), or '
+                       "read the thread with a step (thread.summarize, memory.search) and use its result")
     steps = walk_steps(ctx.chain.steps) + [s for hook in ctx.chain.hooks for s in walk_steps(hook.action)]
     for step in steps:
         if not isinstance(step, EventStep) or not step.event or step.event_node is None:

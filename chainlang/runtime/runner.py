@@ -285,9 +285,6 @@ async def _on_temporal(prepared: Prepared, run_id: str, header: dict[str, Any], 
     try:
         if decider is not None:
             await close_decider(decider)  # the workers decide; this process asks no model
-        if header.get("thread"):
-            raise UsageError("runs attached to a thread do not run on the Temporal engine yet; "
-                             "run it on the embedded engine (remove [engine] from chainlang.toml)")
         status, outputs, error, ms = await follow_run(
             prepared, run_id, header, inputs, pinned.isoformat() if pinned else None, writer,
             view.record if view is not None else None, tell)

@@ -267,7 +267,11 @@ class ThreadRecorder(PassThrough):
                 link.facts["thread"] = link.thread
         if step.event in NOT_RECORDED:
             return
-        record(link, step, result)
+        await self.add(step, result)
+
+    async def add(self, step: StepInfo, result: Any) -> None:
+        """Add the result to the thread (on Temporal: an activity, chainlang.engine.temporal)."""
+        record(self.link, step, result)
 
 
 def _attaches(result: Any) -> bool:

@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from chainlang.llm.tiers import ModelTiers
     from chainlang.registry.registry import Registry
 
-__all__ = ["HEARTBEAT_EVERY", "TOOL_ACTIVITY", "WorkerProject", "run_tool", "use_project"]
+__all__ = ["HEARTBEAT_EVERY", "THREAD_ACTIVITY", "TOOL_ACTIVITY", "WorkerProject", "add_thread_event", "run_tool",
+           "use_project"]
 
 TOOL_ACTIVITY = "chainlang.tool"
+THREAD_ACTIVITY = "chainlang.thread_event"
 HEARTBEAT_EVERY = 2.0  # seconds; the workflow gives the activity a heartbeat timeout a few times this
 
 
@@ -148,6 +150,23 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
         out["models"] = recorder.records
         out["used"] = [service.budget.calls, service.budget.tokens]
     return out
+
+
+@activity.defn(name=THREAD_ACTIVITY)
+async def add_thread_event(text: str) -> str:
+    """One step's result into a thread of the worker's store (Store.add_event: once per run
+    and step path, so a retried activity adds nothing twice); {} or {error}."""
+    from chainlang.store import StoreError
+    from chainlang.tasks.stored import project_store
+
+    event = json.loads(text)
+    try:
+        with project_store(current_project().root) as store:
+            store.add_event(event["thread"], event["event"], event["result"], event["run_id"], event["path"],
+                            key=event["key"], at=datetime.fromisoformat(event["at"]))
+    except StoreError as exc:
+        return json.dumps({"error": str(exc)})
+    return "{}"
 
 
 def _report(progress: list[list[Any]], message: str, fraction: float | None = None) -> None:

@@ -6,9 +6,9 @@ is the same. Each tool attempt is an activity, with the tool context of the embe
 engine, so the events of the project's store (task.*, memory.*, thread.*) run there too,
 on the worker's store: give every worker the same one (a PostgreSQL `[store] url`, or one
 host). Model calls are activities (chainlang.engine.temporal.models), under the run's
-budget. What is not there yet: a run attached to a thread (by `thread.match`, or an input
-`thread_id`) records its steps in the thread as it goes (chainlang.runtime.threads), which
-the workflow does not do.
+budget. A run attached to a thread records its steps there by activities too. What is not
+there yet: `{thread.ID.KEY}` references, which read the store while an expression is
+evaluated (in the workflow, where a read must be the same on every replay).
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ __all__ = ["unsupported"]
 
 def unsupported(spec: "EventSpec", config: "ProjectConfig | None") -> str | None:
     """Why the Temporal engine cannot run a step of `spec` yet (None: it can)."""
-    if spec.name == "thread.match":
-        return THREADS
     return None
 
 
-THREADS = "it attaches the run to a thread, and a run on Temporal does not record its steps in a thread yet"
+THREAD_REFERENCES = "a thread reference reads the project's store while an expression is evaluated, in the workflow"

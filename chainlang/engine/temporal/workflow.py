@@ -24,7 +24,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 from temporalio.exceptions import CancelledError as TemporalCancelled
 
-from chainlang.engine.temporal.activities import HEARTBEAT_EVERY, TOOL_ACTIVITY, current_project
+from chainlang.engine.temporal.activities import HEARTBEAT_EVERY, THREAD_ACTIVITY, TOOL_ACTIVITY, current_project
+from chainlang.runtime.interceptors import StepInfo
+from chainlang.runtime.threads import ThreadRecorder
 
 if TYPE_CHECKING:
     from chainlang.runtime.calls import Watch
@@ -113,6 +115,27 @@ class ActivityExecutor:
         return out.get("result")
 
 
+class ActivityThreadRecorder(ThreadRecorder):
+    """The thread recorder of a run on Temporal: each step's result goes into the thread by
+    the `chainlang.thread_event` activity (on a worker's store, once per run and step path)."""
+
+    async def add(self, step: StepInfo, result: Any) -> None:
+        from chainlang.runtime.outcomes import StepFailed, error_of
+
+        link = self.link
+        event = {"thread": link.thread, "event": step.event, "result": result, "run_id": link.run_id,
+                 "path": step.path, "key": link.ids.of(step), "at": link.clock.now().isoformat()}
+        out = json.loads(await workflow.execute_activity(
+            THREAD_ACTIVITY, json.dumps(event, ensure_ascii=False), start_to_close_timeout=timedelta(minutes=1),
+            retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
+            summary=f"{step.path} into thread {link.thread}",
+        ))
+        if out.get("error"):
+            raise StepFailed(step.path, step.event, error_of(
+                "thread", f"{step.event} ended ok, but its result could not be added to the thread "
+                          f"{link.thread!r}: {out['error']}"))
+
+
 @workflow.defn(name=CHAIN_WORKFLOW, sandboxed=False)
 class ChainWorkflow:
     """One run of a chain. Input: the job `submit.submit_run` makes."""
@@ -143,6 +166,7 @@ class ChainWorkflow:
         from chainlang.runtime.outcomes import TIMER, LimitExceeded
         from chainlang.runtime.runner import STATE_DIR, with_hook_actions
         from chainlang.runtime.state import RunState
+        from chainlang.runtime.threads import ThreadLink, may_attach
         from chainlang.runtime.walk import ChainRun
 
         prepared = _prepare(job["path"], job["digest"])
@@ -162,15 +186,21 @@ class ChainWorkflow:
         decider = ChainedDecider(EmbeddedDecider(), light, project.fallback)  # type: ignore[arg-type]
         decider.tiers = tiers
         header = job["header"]
+        clock = _WorkflowClock(pinned)
+        link = ThreadLink(prepared.root, job["run_id"], header.get("thread"), clock,
+                          lambda: [graph, *prepared.loader.graphs.values()])
+        recording = link.thread is not None or may_attach(graph, prepared.registry)
         state = RunState(
             run_id=job["run_id"], registry=prepared.registry, record=record, decider=decider,
-            clock=_WorkflowClock(pinned), state_dir=prepared.root / STATE_DIR,
-            facts={"id": job["run_id"], "chain": graph.name, "started_at": header["started_at"], "thread": None},
+            clock=clock, state_dir=prepared.root / STATE_DIR,
+            interceptors=(ActivityThreadRecorder(link),) if recording else (),
+            facts={"id": job["run_id"], "chain": graph.name, "started_at": header["started_at"], "thread": link.thread},
             max_steps=graph.max_steps, notify=lambda text: self.records.append({"note": text}), load_chain=prepared.loader, project=prepared.root,
             base_registry=prepared.loader.registry,
             executor=lambda chain: ActivityExecutor(chain, job.get("now")),
         )
         state.models = run_models(state, decider, graph.max_model_calls, graph.max_tokens)
+        link.facts = state.facts
         actions = state.actions = HookActions(state)
         TIMER.set(workflow.time)  # durations in workflow time: the same when the run is replayed
         started = decode({"type": "run_started", **header})
