@@ -154,6 +154,27 @@ rules:
 """
 TIERS = "".join(f'\n[models.{tier}]\nprovider = "scripted"\nrules = "answers.yaml"\n' for tier in ("heavy", "fast", "light"))
 
+# hooks on an external event: an emit fires them (chainlang emit), on either engine
+HOOKS = """
+events:
+  order.placed:
+    payload:
+      type: object
+      properties: {item: {type: string}, amount: {type: number}}
+      required: [item, amount]
+hooks:
+  - id: big-order
+    trigger: post:order.placed
+    condition: "amount > 100"
+    action:
+      - test.add: {a: "{amount}", b: 1}
+      - user.notify: {message: "big order of {item}: {test.add.result}"}
+  - id: every-order
+    trigger: post:order.placed
+    action:
+      - test.echo: {value: "{item}"}
+"""
+
 DOUBLE = """
 chain: math.double
 inputs:
@@ -171,6 +192,7 @@ def make_project(directory: Path, toml: str) -> Path:
     (directory / "lib" / "double.chain.yaml").write_text(DOUBLE, encoding="utf-8")
     (directory / "chainlang.toml").write_text(toml + TIERS, encoding="utf-8")
     (directory / "answers.yaml").write_text(ANSWERS, encoding="utf-8")
+    (directory / "orders.hooks.yaml").write_text(HOOKS, encoding="utf-8")
     for name, (chain, _) in CONTRACT.items():
         (directory / f"{name}.chain.yaml").write_text(chain, encoding="utf-8")
     made = cli(directory, "threads", "create", "plan-1", "--summary", "Planning the Beacon launch")
@@ -225,6 +247,24 @@ def test_a_chain_ends_the_same_on_both_engines(engines: tuple[Path, Path], name:
     # what the tools told the user reaches the terminal on both
     notes = [line for line in err_embedded.splitlines() if line.startswith("[info]")]
     assert [line for line in err_temporal.splitlines() if line.startswith("[info]")] == notes
+
+
+@pytest.mark.parametrize("data", ['{"item": "piano", "amount": 900}', '{"item": "pen", "amount": 2}'])
+def test_an_emit_fires_the_same_hooks_on_both_engines(engines: tuple[Path, Path], data: str) -> None:
+    outcomes = []
+    for project in engines:
+        name = f"emit-{json.loads(data)['item']}.jsonl"
+        proc = cli(project, "emit", "order.placed", "--data", data, "--now", NOW, "--json", "--transcript", name,
+                   timeout=120)
+        assert proc.returncode == 0, f"{project.name}: {show(proc)}"
+        result = json.loads(proc.stdout)
+        for key in ("run_id", "duration_ms", "transcript"):
+            result.pop(key, None)
+        for item in result.get("fired", []):
+            item.pop("duration_ms", None)
+        outcomes.append((result, comparable(records(project, name)),
+                         [line for line in proc.stderr.splitlines() if line.startswith("[info]")]))
+    assert outcomes[1] == outcomes[0]
 
 
 def test_check_tells_what_the_temporal_engine_cannot_run(engines: tuple[Path, Path]) -> None:

@@ -204,9 +204,16 @@ async def emit_async(
               "resumed": False, "emit": {"event": name, "data": data, **({"id": id} if id is not None else {})}}
     if on_transcript is not None:
         on_transcript(where)
+    engine = loaded.config.engine if loaded.config is not None else None
     try:
-        result = await fire(loaded, run_id, where, header, pinned, None, progress, notify, decider, key, lock,
-                            run_secrets(loaded.config))
+        if engine is not None and engine.kind == "temporal":  # the hooks fire on Temporal's workers
+            from chainlang.engine.temporal.submit import follow_emit
+
+            result = await follow_emit(loaded, run_id, where, header, pinned.isoformat() if pinned else None,
+                                       progress, notify, key, lock, run_secrets(loaded.config))
+        else:
+            result = await fire(loaded, run_id, where, header, pinned, None, progress, notify, decider, key, lock,
+                                run_secrets(loaded.config))
         if id is not None:  # before the lock goes: a claim 'started' with a free lock is one whose process died
             _finish(loaded.root, id, result.status)
     finally:
@@ -220,23 +227,13 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
                top: "tuple[CompiledHook, ...] | None" = None) -> EmitResult:
     """Write the transcript of one emit while its hooks fire; wait for their actions.
     `top`: the hooks to fire for the event (default: the project's that match it)."""
-    import asyncio
-
-    from chainlang.compile import ExecutionGraph
     from chainlang.journal.jsonl import TranscriptWriter
-    from chainlang.journal.records import HookDropped, HookFinished, HookFired, RunFinished, RunStarted, decode
-    from chainlang.model.bindings import ChainBindings
     from chainlang.runtime.context import FixedClock, SystemClock
     from chainlang.runtime.decide import close_decider, decider_from_config
-    from chainlang.runtime.hooks import HookActions, fire_post
-    from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, ms_since
-    from chainlang.runtime.runner import _stderr, with_hook_actions
-    from chainlang.runtime.state import RunState
-    from chainlang.runtime.walk import ChainRun
+    from chainlang.runtime.runner import _stderr
     from chainlang.registry.errors import ConfigError
 
-    emitted = header["emit"]
-    name, data = str(emitted["event"]), emitted["data"]
+    name = str(header["emit"]["event"])
     made_here = decider is None
     if decider is None:
         try:
@@ -251,12 +248,56 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
     if view is not None and hasattr(view, "use_secrets"):
         view.use_secrets(redactor)
     shown = notify or (view.note if view is not None else _stderr)
-    fired: dict[str, dict[str, Any]] = {}  # top-level firings (of the emitted event), by hook key
 
     def record(rec: "Record") -> None:
         writer.append(rec)
         if view is not None:
             view.record(rec)
+
+    start = time.perf_counter()
+    try:
+        status, fired, error = await fire_hooks(
+            project, run_id, header, record, FixedClock(pinned) if pinned else SystemClock(), decider,
+            lambda text: shown(redactor.mask(text)), replay=replay, commit=writer.commit, top=top,
+            interrupted=f"the emit was interrupted; continue it with: chainlang resume {where}")
+    finally:
+        writer.close()
+        if view is not None:
+            view.close()
+        if made_here:
+            await close_decider(decider)
+    return EmitResult(run_id, name, status, redactor.redact(fired), redactor.redact(error), where,
+                      round((time.perf_counter() - start) * 1000, 3))
+
+
+async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], record: Callable[["Record"], Any],
+                     clock: Any, decider: Any, notify: Callable[[str], None], *, replay: "Replay | None" = None,
+                     commit: Callable[[], None] = lambda: None, top: "tuple[CompiledHook, ...] | None" = None,
+                     interrupted: str = "the emit was interrupted", executor: Any = None,
+                     recorder: Any = None) -> tuple[str, list[dict[str, Any]], dict[str, Any] | None]:
+    """Fire the hooks of one emit (`header["emit"]`) and wait for their actions, every
+    record to `record`, from `run_started` to `run_finished`: (status, fired, error). The
+    engines differ in `executor` (None: the tools in this process; the Temporal workflow's
+    runs them as activities) and `recorder` (the ThreadRecorder class)."""
+    import asyncio
+
+    from chainlang.compile import ExecutionGraph
+    from chainlang.journal.records import HookDropped, HookFinished, HookFired, RunFinished, RunStarted, decode
+    from chainlang.model.bindings import ChainBindings
+    from chainlang.runtime.hooks import HookActions, fire_post
+    from chainlang.runtime.models import run_models
+    from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, ms_since, perf
+    from chainlang.runtime.runner import with_hook_actions
+    from chainlang.runtime.state import RunState
+    from chainlang.runtime.threads import CURRENT, ThreadLink, ThreadRecorder
+    from chainlang.runtime.walk import ChainRun
+
+    emitted = header["emit"]
+    name, data = str(emitted["event"]), emitted["data"]
+    fired: dict[str, dict[str, Any]] = {}  # top-level firings (of the emitted event), by hook key
+
+    def recorded(rec: "Record") -> None:
+        record(rec)
         if getattr(rec, "step", "x") is None:  # a firing of the emitted event itself
             if isinstance(rec, HookFired):
                 fired[rec.hook] = {"hook": rec.hook, "status": "running"}
@@ -270,30 +311,25 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
     limits = ExecutionGraph(file=str(project.root), name=None, nodes=(), outputs={}, inputs={}, max_steps=1000,
                             max_depth=8, timeout=None, max_parallel=16, allow=None, hooks=(),
                             bindings=ChainBindings())
-    from chainlang.runtime.threads import CURRENT, ThreadLink, ThreadRecorder
-
     # a hook action's thread.match may attach the emit to a thread; {thread.ID.KEY} reads the store
-    clock = FixedClock(pinned) if pinned else SystemClock()
     link = ThreadLink(project.root, run_id, None, clock, lambda: project.loader.graphs.values())
-    state = RunState(run_id=run_id, registry=project.registry, record=record, commit=writer.commit, decider=decider,
-                     interceptors=(ThreadRecorder(link),),
+    state = RunState(run_id=run_id, registry=project.registry, record=recorded, commit=commit, decider=decider,
+                     interceptors=((recorder or ThreadRecorder)(link),),
                      clock=clock, state_dir=project.root / ".chainlang" / "state",
                      facts={"id": run_id, "chain": None, "started_at": header["started_at"], "thread": None},
-                     max_steps=1000,
-                     replay=replay, notify=lambda text: shown(redactor.mask(text)), load_chain=project.loader,
-                     hooks=project.hooks, project=project.root, base_registry=project.loader.registry)
-    from chainlang.runtime.models import run_models
-
+                     max_steps=1000, replay=replay, notify=notify, load_chain=project.loader,
+                     hooks=project.hooks, project=project.root, base_registry=project.loader.registry,
+                     executor=executor)
     state.models = run_models(state, decider, None, None)
     link.facts = state.facts  # an emit's hook actions: their chains' own budgets
     actions = state.actions = HookActions(state)
-    start = time.perf_counter()
+    start = perf()
     status, error = "failed", None
     linked = CURRENT.set(link)
     try:
         started = decode({"type": "run_started", **header})
         assert isinstance(started, RunStarted)
-        record(started)
+        recorded(started)
         hooks = top if top is not None else project.hooks.matching("post", name) if project.hooks is not None else ()
         top_run = ChainRun(state, limits, {})
 
@@ -314,21 +350,14 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
                                             "event": exc.event}
         except asyncio.CancelledError:
             await actions.cancel_all()
-            status, error = "interrupted", {"type": "interrupted",
-                                            "message": f"the emit was interrupted; continue it with: chainlang resume {where}"}
-            record(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
+            status, error = "interrupted", {"type": "interrupted", "message": interrupted}
+            recorded(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
             raise
-        record(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
+        recorded(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
     finally:
         CURRENT.reset(linked)
         link.close()
-        writer.close()
-        if view is not None:
-            view.close()
-        if made_here:
-            await close_decider(decider)
-    return EmitResult(run_id, name, status, redactor.redact(list(fired.values())), redactor.redact(error), where,
-                      round((time.perf_counter() - start) * 1000, 3))
+    return status, list(fired.values()), error
 
 
 async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[str, Any], tools: list[str],

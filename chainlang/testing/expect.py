@@ -133,6 +133,10 @@ def golden_lines(records: list[dict[str, Any]]) -> list[str]:
     lines = []
     for record in records:
         kept = {k: v for k, v in record.items() if k not in _VOLATILE}
+        fired = (kept.get("outputs") or {}).get("fired") if kept.get("type") == "run_finished" else None
+        if isinstance(fired, list):  # an emit's end: how long each hook took
+            kept["outputs"] = {**kept["outputs"], "fired": [{k: v for k, v in item.items() if k != "duration_ms"}
+                                                            if isinstance(item, dict) else item for item in fired]}
         lines.append(json.dumps(stable(kept), ensure_ascii=False, sort_keys=True))
     return lines
 

@@ -17,9 +17,10 @@ from chainlang.pipeline import UsageError
 
 if TYPE_CHECKING:
     from chainlang.config.engine import EngineConfig
+    from chainlang.runtime.emit import EmitResult
     from chainlang.runtime.prepare import Prepared
 
-__all__ = ["connect", "follow_run", "make_job"]
+__all__ = ["connect", "follow", "follow_emit", "follow_run", "make_job"]
 
 POLL = 0.1  # seconds between two looks at a running workflow's new records
 CONNECTED = False  # this process has a Temporal client: the CLI ends it with os._exit (see cli.main)
@@ -59,17 +60,56 @@ async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], 
                      tell: Callable[[str], None]) -> tuple[str, dict[str, Any], dict[str, Any] | None, float]:
     """Submit the run and follow it to its end: (status, outputs, error, duration in ms).
     Every record goes to `writer` (and `show`), every notification to `tell`."""
-    from temporalio.client import WorkflowFailureError
-
     from chainlang.engine.temporal.workflow import CHAIN_WORKFLOW
-    from chainlang.journal.records import decode
 
     assert prepared.config is not None and prepared.config.engine is not None
-    engine = prepared.config.engine
-    client = await connect(engine)
     job = make_job(prepared, run_id, header, inputs, pinned)
+    outcome, ms = await follow(prepared.config.engine, CHAIN_WORKFLOW, job, writer, show, tell)
+    return outcome["status"], outcome.get("outputs") or {}, outcome.get("error"), ms
+
+
+async def follow_emit(project: Any, run_id: str, where: Any, header: dict[str, Any], pinned: str | None,
+                      progress: Any, notify: Callable[[str], None] | None, key: bytes, lock: Any,
+                      redactor: Any) -> "EmitResult":
+    """`chainlang emit` on Temporal: the hooks fire in a workflow (id = the emit's run id) on
+    the workers; its records are written to the transcript here. An EmitResult."""
+    from chainlang.engine.temporal.workflow import EMIT_WORKFLOW
+    from chainlang.journal.jsonl import TranscriptWriter
+    from chainlang.runtime.emit import EmitResult
+    from chainlang.runtime.runner import _stderr
+
+    assert project.config is not None and project.config.engine is not None
+    try:
+        writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
+    if progress is not None and hasattr(progress, "use_secrets"):
+        progress.use_secrets(redactor)
+    shown = notify or (progress.note if progress is not None else _stderr)
+    job = {"run_id": run_id, "digest": project.digest, "now": pinned, "header": header}
+    try:
+        outcome, ms = await follow(project.config.engine, EMIT_WORKFLOW, job, writer,
+                                   progress.record if progress is not None else None,
+                                   lambda text: shown(redactor.mask(text)))
+    finally:
+        writer.close()
+        if progress is not None:
+            progress.close()
+    return EmitResult(run_id, str(header["emit"]["event"]), outcome["status"], redactor.redact(outcome.get("fired") or []),
+                      redactor.redact(outcome.get("error")), where, round(ms, 3))
+
+
+async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any], writer: Any,
+                 show: Callable[[Any], None] | None, tell: Callable[[str], None]) -> tuple[dict[str, Any], float]:
+    """Start the workflow (id = the job's run id) and follow it to its end: what it returned,
+    and how long it took (ms). Its records go to `writer` (and `show`), notes to `tell`."""
+    from temporalio.client import WorkflowFailureError
+
+    from chainlang.journal.records import decode
+
+    client = await connect(engine)
     start = time.perf_counter()
-    handle = await client.start_workflow(CHAIN_WORKFLOW, json.dumps(job, ensure_ascii=False), id=run_id,
+    handle = await client.start_workflow(workflow_name, json.dumps(job, ensure_ascii=False), id=job["run_id"],
                                          task_queue=engine.task_queue)
     done = asyncio.ensure_future(handle.result())
     seen = 0
@@ -95,9 +135,9 @@ async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], 
             await asyncio.wait({done}, timeout=POLL)
             await take()
         try:
-            outcome = json.loads(done.result())
+            outcome: dict[str, Any] = json.loads(done.result())
         except WorkflowFailureError as exc:
-            raise UsageError(f"the run {run_id} failed on Temporal: {exc.cause or exc}") from None
+            raise UsageError(f"the run {job['run_id']} failed on Temporal: {exc.cause or exc}") from None
         for _ in range(50):  # the records written after the last look
             before = seen
             await take()
@@ -107,4 +147,4 @@ async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], 
     finally:
         if not done.done():
             done.cancel()
-    return outcome["status"], outcome.get("outputs") or {}, outcome.get("error"), (time.perf_counter() - start) * 1000
+    return outcome, (time.perf_counter() - start) * 1000

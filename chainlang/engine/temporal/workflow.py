@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from chainlang.runtime.prepare import Prepared
     from chainlang.runtime.walk import ChainRun
 
-__all__ = ["CHAIN_WORKFLOW", "ChainWorkflow"]
+__all__ = ["CHAIN_WORKFLOW", "EMIT_WORKFLOW", "ChainWorkflow", "EmitWorkflow"]
 
 CHAIN_WORKFLOW = "chainlang.chain"
+EMIT_WORKFLOW = "chainlang.emit"
 # a worker that stops heartbeating for this long is taken for dead: the attempt goes to another
 HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT_EVERY * 4)
 # attempts of one tool call when workers die under it (the tool's own failures are not retried here)
@@ -136,12 +137,11 @@ class ActivityThreadRecorder(ThreadRecorder):
                           f"{link.thread!r}: {out['error']}"))
 
 
-@workflow.defn(name=CHAIN_WORKFLOW, sandboxed=False)
-class ChainWorkflow:
-    """One run of a chain. Input: the job `submit.submit_run` makes."""
+class _Recording:
+    """What both workflows keep: the run's records, and its notifications ({"note": text}) in
+    their order among them, read by the submitter with the `progress` query."""
 
     def __init__(self) -> None:
-        # the run's records, and its notifications ({"note": text}) in their order among them
         self.records: list[dict[str, Any]] = []
 
     @workflow.query(name="progress")
@@ -149,18 +149,43 @@ class ChainWorkflow:
         """The records and notifications from index `since` on, as JSON text."""
         return json.dumps(self.records[since:], ensure_ascii=False)
 
+    def record(self, rec: Any) -> None:
+        from chainlang.journal.records import fields
+
+        self.records.append({"type": rec.TYPE, **fields(rec)})
+
+    def note(self, text: str) -> None:
+        self.records.append({"note": text})
+
+
+def _decider() -> Any:
+    """The run's decider, over the worker's tiers as the workflow asks them (activities)."""
+    from chainlang.engine.temporal.models import activity_tiers
+    from chainlang.runtime.decide.chained import ChainedDecider
+    from chainlang.runtime.decide.embedded import EmbeddedDecider
+    from chainlang.runtime.decide.model_decider import TierDecider
+
+    project = current_project()
+    assert project.tiers is not None
+    tiers = activity_tiers(project.tiers)  # each question a `chainlang.model` activity
+    light = TierDecider(tiers, project.root) if tiers.configured else None
+    decider = ChainedDecider(EmbeddedDecider(), light, project.fallback)  # type: ignore[arg-type]
+    decider.tiers = tiers
+    return decider
+
+
+@workflow.defn(name=CHAIN_WORKFLOW, sandboxed=False)
+class ChainWorkflow(_Recording):
+    """One run of a chain. Input: the job `submit.make_job` makes."""
+
     @workflow.run
     async def run(self, text: str) -> str:
-        """Run the job (`submit.follow_run`, JSON text); returns how the run ended, as JSON text
-        (the key order of outputs kept, which Temporal's own converter would sort)."""
+        """Run the job (JSON text); returns how the run ended, as JSON text (the key order of
+        outputs kept, which Temporal's own converter would sort)."""
         return json.dumps(await self._run(json.loads(text)), ensure_ascii=False)
 
     async def _run(self, job: dict[str, Any]) -> dict[str, Any]:
-        from chainlang.journal.records import RunFinished, RunStarted, decode, fields
-        from chainlang.runtime.decide.chained import ChainedDecider
-        from chainlang.runtime.decide.embedded import EmbeddedDecider
-        from chainlang.runtime.decide.model_decider import TierDecider
-        from chainlang.engine.temporal.models import activity_tiers
+        from chainlang.journal.records import RunFinished, RunStarted, decode
         from chainlang.runtime.hooks import HookActions
         from chainlang.runtime.models import run_models
         from chainlang.runtime.outcomes import TIMER, LimitExceeded
@@ -175,16 +200,9 @@ class ChainWorkflow:
         graph = prepared.graph
         assert graph is not None
 
-        def record(rec: Any) -> None:
-            self.records.append({"type": rec.TYPE, **fields(rec)})
-
+        record = self.record
         pinned = datetime.fromisoformat(job["now"]) if job.get("now") else None
-        project = current_project()
-        assert project.tiers is not None
-        tiers = activity_tiers(project.tiers)  # each question a `chainlang.model` activity
-        light = TierDecider(tiers, project.root) if tiers.configured else None
-        decider = ChainedDecider(EmbeddedDecider(), light, project.fallback)  # type: ignore[arg-type]
-        decider.tiers = tiers
+        decider = _decider()
         header = job["header"]
         clock = _WorkflowClock(pinned)
         link = ThreadLink(prepared.root, job["run_id"], header.get("thread"), clock,
@@ -195,7 +213,7 @@ class ChainWorkflow:
             clock=clock, state_dir=prepared.root / STATE_DIR,
             interceptors=(ActivityThreadRecorder(link),) if recording else (),
             facts={"id": job["run_id"], "chain": graph.name, "started_at": header["started_at"], "thread": link.thread},
-            max_steps=graph.max_steps, notify=lambda text: self.records.append({"note": text}), load_chain=prepared.loader, project=prepared.root,
+            max_steps=graph.max_steps, notify=self.note, load_chain=prepared.loader, project=prepared.root,
             base_registry=prepared.loader.registry,
             executor=lambda chain: ActivityExecutor(chain, job.get("now")),
         )
@@ -222,6 +240,58 @@ class ChainWorkflow:
             raise
         record(RunFinished(status, outputs, error, elapsed()))
         return {"status": status, "outputs": outputs, "error": error, "records": len(self.records)}
+
+
+@workflow.defn(name=EMIT_WORKFLOW, sandboxed=False)
+class EmitWorkflow(_Recording):
+    """One emit: the project's hooks on the emitted event fire, their actions run as the
+    chains' steps do (chainlang.runtime.emit.fire_hooks, with activities for the tools).
+    Input: the job `submit.follow_emit` makes."""
+
+    @workflow.run
+    async def run(self, text: str) -> str:
+        from chainlang.runtime.emit import fire_hooks
+        from chainlang.runtime.outcomes import TIMER
+
+        job = json.loads(text)
+        project = _hooks_project(job["digest"])
+        if isinstance(project, str):
+            return json.dumps({"status": "invalid", "fired": [], "error": {"type": "worker", "message": project}})
+        pinned = datetime.fromisoformat(job["now"]) if job.get("now") else None
+        TIMER.set(workflow.time)
+        status, fired, error = await fire_hooks(
+            project, job["run_id"], job["header"], self.record, _WorkflowClock(pinned), _decider(), self.note,
+            executor=lambda chain: ActivityExecutor(chain, job.get("now")), recorder=ActivityThreadRecorder,
+            interrupted="the workflow was cancelled")
+        return json.dumps({"status": status, "fired": fired, "error": error, "records": len(self.records)},
+                          ensure_ascii=False)
+
+
+_PROJECTS: dict[tuple[str, str], Any] = {}
+
+
+def _hooks_project(digest: str) -> Any:
+    """The worker's hooks in force, checked and compiled once per worker process; a message
+    when they differ from the submitter's (by their digest) or have errors."""
+    from chainlang.pipeline import UsageError
+    from chainlang.runtime.emit import load_project
+
+    worker = current_project()
+    key = (str(worker.root), digest)
+    cached = _PROJECTS.get(key)
+    if cached is not None:
+        return cached
+    try:
+        project = load_project(worker.root, registry=worker.registry)
+    except UsageError as exc:
+        return f"the worker cannot load the project's hooks: {exc}"
+    if project.digest != digest:
+        return ("the worker's hooks in force are not the submitter's (their sha256 differ): deploy the same "
+                "project to every worker, with the same store")
+    if project.hooks is None:
+        return "the project's hooks have errors on the worker: run chainlang check there"
+    _PROJECTS[key] = project
+    return project
 
 
 def _prepare(path: str, digest: str) -> "Prepared | str":
