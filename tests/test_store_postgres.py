@@ -369,3 +369,45 @@ def test_the_password_may_stay_out_of_the_url_in_pgpassword(pg_server: PgServer,
     monkeypatch.setenv("PGPASSFILE", str(tmp_path / "none"))
     with pytest.raises(StoreError, match="PGPASSWORD"):
         open_store(tmp_path, url)
+
+
+SERVED_HOOKS = """
+events:
+  order.placed:
+    payload: {type: object, properties: {item: {type: string}}, required: [item]}
+hooks:
+  - id: every-order
+    trigger: post:order.placed
+    action:
+      - user.notify: {message: "order of {item}"}
+"""
+REGISTER = """
+steps:
+  - task.register:
+      id: big-orders
+      trigger: post:order.placed
+      condition: "item == 'piano'"
+      action:
+        - user.notify: {message: "a piano!"}
+"""
+
+
+def test_serve_runs_on_a_postgres_store_and_sees_hooks_stored_after_it_started(pg_url: str,  # noqa: F811
+                                                                                 tmp_path: Path) -> None:
+    from tests.serve_util import Servers
+
+    (tmp_path / "chainlang.toml").write_text(f'[store]\nurl = "{pg_url}"\n', encoding="utf-8")
+    (tmp_path / "orders.hooks.yaml").write_text(SERVED_HOOKS, encoding="utf-8")
+    (tmp_path / "register.chain.yaml").write_text(REGISTER, encoding="utf-8")
+    with Servers() as servers:
+        server = servers.start(tmp_path)
+        reply = server.post("/events/order.placed?wait=1", json={"item": "pen"})
+        assert reply.status_code == 200 and reply.json()["status"] == "ok", reply.text
+        assert [f["hook"] for f in reply.json()["fired"]] == ["every-order"]
+        registered = cli(tmp_path, "run", "register.chain.yaml")  # a hook stored while serve runs
+        assert registered.returncode == 0, registered.stdout + registered.stderr
+        reply = server.post("/events/order.placed?wait=1", json={"item": "piano"})
+        assert reply.status_code == 200, reply.text
+        assert sorted(f["hook"] for f in reply.json()["fired"]) == ["big-orders", "every-order"], reply.text
+        assert "Traceback" not in server.stderr
+    assert not (tmp_path / ".chainlang" / "store.db").exists()

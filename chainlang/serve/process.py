@@ -135,7 +135,7 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
         store = project_store(root)
     except StoreError as exc:
         raise UsageError(f"cannot open the project's store: {exc}") from None
-    projects = Projects(root, options.tools, options.registry, store.path)
+    projects = Projects(root, options.tools, options.registry, store)
     try:
         project = projects.current()
         if project.hooks is None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
+    from chainlang.store import Store
     from chainlang.runtime.emit import Project
 
 __all__ = ["Projects"]
@@ -25,8 +26,11 @@ _SKIP_DIRS = frozenset({".chainlang", ".git", "node_modules", "__pycache__", ".v
 class Projects:
     """The project's hooks in force, loaded again when a file or a stored hook changed."""
 
-    def __init__(self, root: Path, tools: Sequence[str], registry: "Registry | None", store_path: Path) -> None:
-        self.root, self.tools, self.registry, self.store_path = root, tuple(tools), registry, store_path
+    def __init__(self, root: Path, tools: Sequence[str], registry: "Registry | None", store: "Store") -> None:
+        self.root, self.tools, self.registry, self.store = root, tuple(tools), registry, store
+        # an SQLite store is read by a read-only connection of its own (cheap, at every event);
+        # a PostgreSQL one through the store
+        self.store_path = store.path if store.dialect == "sqlite" else None
         self._files: tuple[Any, ...] = ()
         self._scanned = 0.0
         self._hooks: Any = None
@@ -70,6 +74,13 @@ class Projects:
 
     def _stored_hooks(self) -> Any:
         """A stamp of the hooks stored in the store: it changes when one is added or cancelled."""
+        if self.store_path is None:
+            from chainlang.store import StoreError
+
+            try:
+                return self.store.hooks_stamp()
+            except StoreError as exc:
+                return ("unreadable", str(exc))
         if self._reader is None:
             if not self.store_path.is_file():
                 return None
