@@ -395,3 +395,16 @@ def test_the_assistant_s_conversation_is_the_same_on_both_engines(server: str, t
         return re.sub(r'"(created_at|updated_at|at|origin)": "[^"]*"', r'"\1": "…"', text)
 
     assert [same(t) for t in said["temporal"]] == [same(t) for t in said["embedded"]]
+
+
+def test_a_worker_stops_cleanly_on_sigterm(server: str, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", temporal_toml(server, "stopping"))
+    workers = Workers(project)
+    try:
+        proc = workers.start()
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        log = (project / "worker-1.log").read_text(encoding="utf-8")
+        assert "Traceback" not in log, log
+    finally:
+        workers.close()
