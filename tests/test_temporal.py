@@ -408,3 +408,14 @@ def test_a_worker_stops_cleanly_on_sigterm(server: str, tmp_path: Path) -> None:
         assert "Traceback" not in log, log
     finally:
         workers.close()
+
+
+def test_resume_and_serve_say_what_they_do_not_do_on_temporal(engines: tuple[Path, Path]) -> None:
+    _, temporal = engines
+    ran = cli(temporal, "run", "sequence.chain.yaml", "--transcript", "again.jsonl", timeout=120)
+    assert ran.returncode == 0, show(ran)
+    resumed = cli(temporal, "resume", "again.jsonl")
+    assert resumed.returncode == 2 and "runs on Temporal" in resumed.stderr, show(resumed)
+    served = cli(temporal, "serve", "--port", "0", timeout=60)
+    assert served.returncode == 2 and "does not hand events and tasks to Temporal yet" in served.stderr, show(served)
+    assert "Traceback" not in resumed.stderr + served.stderr

@@ -48,12 +48,29 @@ async def resume_async(
         raise UsageError(f"cannot resume: {where}: the project it was emitted in, {file}, does not exist (any more)")
     if not emitted and not Path(file).is_file():
         raise UsageError(f"cannot resume: {where}: the chain file it ran, {file}, does not exist (any more)")
+    _refuse_temporal(Path(file) if emitted else Path(file).parent)
     lock = _take(where, create=False)
     try:
         return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
                                     on_transcript)
     finally:
         lock.release()
+
+
+def _refuse_temporal(directory: Path) -> None:
+    """A project on Temporal: its runs continue on the workers by themselves (the workflow's
+    history is their durable state); resuming one here would run its steps a second time."""
+    from chainlang.config.project import find_project_config
+    from chainlang.registry.errors import RegistryError
+
+    try:
+        config = find_project_config(directory)
+    except RegistryError:
+        return  # the resume itself reports the broken chainlang.toml
+    if config is not None and config.engine is not None and config.engine.kind == "temporal":
+        raise UsageError("cannot resume: this project runs on Temporal ([engine] in chainlang.toml), where a run "
+                         "continues on the workers by itself (its workflow id is its run id); chainlang resume "
+                         "continues runs of the embedded engine")
 
 
 async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | None, rerun: Iterable[str],
