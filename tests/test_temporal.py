@@ -419,3 +419,20 @@ def test_resume_and_serve_say_what_they_do_not_do_on_temporal(engines: tuple[Pat
     served = cli(temporal, "serve", "--port", "0", timeout=60)
     assert served.returncode == 2 and "does not hand events and tasks to Temporal yet" in served.stderr, show(served)
     assert "Traceback" not in resumed.stderr + served.stderr
+
+
+def test_without_a_worker_the_run_says_it_waits_for_one(server: str, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.hooks_util import clean_env, command
+
+    project = make_project(tmp_path / "p", temporal_toml(server, "nobody-polls"))
+    proc = subprocess.Popen(command("run", "sequence.chain.yaml"), cwd=project, env=clean_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C: this process stops following; the run stays on Temporal
+    out, err = proc.communicate(timeout=30)
+    assert "waiting for a worker on the task queue 'nobody-polls'" in err, err
+    assert "chainlang worker" in err
+    assert proc.returncode == 130 and "the run goes on on Temporal's workers" in err, err
+    assert "Traceback" not in err

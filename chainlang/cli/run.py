@@ -97,7 +97,11 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
     try:
         result = run_loop(main())
     except (asyncio.CancelledError, KeyboardInterrupt):
-        if where:
+        submit = sys.modules.get("chainlang.engine.temporal.submit")
+        if where and submit is not None and getattr(submit, "CONNECTED", False):
+            _err(f"stopped following; the run goes on on Temporal's workers (workflow id {where[0].stem}), "
+                 f"and {_shown(where[0])} has its records up to here")
+        elif where:
             _err(f"interrupted; continue with: chainlang resume {_shown(where[0])}")
         return _leave(130)
     if isinstance(result, EmitResult):

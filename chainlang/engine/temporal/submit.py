@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["connect", "follow", "follow_emit", "follow_run", "make_job"]
 
 POLL = 0.1  # seconds between two looks at a running workflow's new records
+QUERY_WAIT = 1.0  # seconds a look at the run's records may take
+WAIT_HINT = 5.0  # seconds without a record before saying that no worker seems to run the work
 CONNECTED = False  # this process has a Temporal client: the CLI ends it with os._exit (see cli.main)
 
 
@@ -116,8 +118,8 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
 
     async def take() -> None:
         nonlocal seen
-        try:
-            new = json.loads(await handle.query("progress", seen))
+        try:  # bounded: a query waits for a worker, and there may be none yet
+            new = json.loads(await asyncio.wait_for(handle.query("progress", seen), timeout=QUERY_WAIT))
         except Exception:
             return  # no worker has picked the run up yet: look again
         for data in new:
@@ -130,10 +132,15 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
                 show(rec)
         seen += len(new)
 
+    waited = False
     try:
         while not done.done():
             await asyncio.wait({done}, timeout=POLL)
             await take()
+            if not seen and not waited and time.perf_counter() - start > WAIT_HINT:
+                waited = True  # nothing has run it yet: most likely no worker polls its queue
+                tell(f"waiting for a worker on the task queue {engine.task_queue!r} of {engine.address} "
+                     "(start one in the project with: chainlang worker)")
         try:
             outcome: dict[str, Any] = json.loads(done.result())
         except WorkflowFailureError as exc:
