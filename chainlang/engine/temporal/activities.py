@@ -24,6 +24,7 @@ from temporalio import activity
 
 if TYPE_CHECKING:
     from chainlang.llm.tiers import ModelTiers
+    from chainlang.runtime.decide.decision import Fallback
     from chainlang.registry.registry import Registry
 
 __all__ = ["HEARTBEAT_EVERY", "THREAD_ACTIVITY", "TOOL_ACTIVITY", "WorkerProject", "add_thread_event", "run_tool",
@@ -42,7 +43,7 @@ class WorkerProject:
     root: Path
     registry: "Registry"
     tiers: "ModelTiers | None" = None
-    fallback: str = "fail"
+    fallback: "Fallback" = "fail"
 
     def __post_init__(self) -> None:
         if self.tiers is None:
@@ -118,6 +119,7 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
         assert project.tiers is not None
         left = call.get("budget") or [None, None]
         recorder = ActivityRun()
+        # the service asks only .record and .replay of its run
         service = ModelService(recorder, project.tiers, Budget(left[0], left[1]))  # type: ignore[arg-type]
         light = TierDecider(project.tiers, project.root) if project.tiers.configured else None
         params["ctx"] = RunContext(
@@ -128,7 +130,7 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
             notify=lambda text: notes.append(str(text)), project=project.root, registry=project.registry,
             captured=dict(call.get("captured") or {}),
             models=service.for_step(call["step"], call["event"]) if project.tiers.configured else None,
-            decider=ChainedDecider(EmbeddedDecider(), light, project.fallback),  # type: ignore[arg-type]
+            decider=ChainedDecider(EmbeddedDecider(), light, project.fallback),
             allow=tuple(tuple(group) for group in call.get("allow") or ()),
         )
     beat = asyncio.ensure_future(_heartbeat())

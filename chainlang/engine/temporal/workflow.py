@@ -169,7 +169,7 @@ def _decider() -> Any:
     assert project.tiers is not None
     tiers = activity_tiers(project.tiers)  # each question a `chainlang.model` activity
     light = TierDecider(tiers, project.root) if tiers.configured else None
-    decider = ChainedDecider(EmbeddedDecider(), light, project.fallback)  # type: ignore[arg-type]
+    decider = ChainedDecider(EmbeddedDecider(), light, project.fallback)
     decider.tiers = tiers
     return decider
 
