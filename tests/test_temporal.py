@@ -410,15 +410,56 @@ def test_a_worker_stops_cleanly_on_sigterm(server: str, tmp_path: Path) -> None:
         workers.close()
 
 
-def test_resume_and_serve_say_what_they_do_not_do_on_temporal(engines: tuple[Path, Path]) -> None:
+def test_resume_says_a_run_on_temporal_goes_on_there(engines: tuple[Path, Path]) -> None:
     _, temporal = engines
     ran = cli(temporal, "run", "sequence.chain.yaml", "--transcript", "again.jsonl", timeout=120)
     assert ran.returncode == 0, show(ran)
     resumed = cli(temporal, "resume", "again.jsonl")
     assert resumed.returncode == 2 and "runs on Temporal" in resumed.stderr, show(resumed)
-    served = cli(temporal, "serve", "--port", "0", timeout=60)
-    assert served.returncode == 2 and "does not hand events and tasks to Temporal yet" in served.stderr, show(served)
-    assert "Traceback" not in resumed.stderr + served.stderr
+    assert "Traceback" not in resumed.stderr
+
+
+SCHEDULE = """
+steps:
+  - task.schedule: {type: delay, interval: 1s, id: soon, action: [{test.echo: {value: due}}]}
+"""
+
+
+def test_serve_hands_events_and_due_tasks_to_the_workers(engines: tuple[Path, Path]) -> None:
+    import subprocess
+
+    from tests.serve_util import Servers, wait_until
+    from tests.temporal_util import TEMPORAL_CLI
+
+    _, temporal = engines
+    (temporal / "schedule.chain.yaml").write_text(SCHEDULE, encoding="utf-8")
+    with Servers() as servers:
+        server = servers.start(temporal)
+        reply = server.post("/events/order.placed?wait=1", json={"item": "harp", "amount": 500})
+        assert reply.status_code == 200 and reply.json()["status"] == "ok", server.describe()
+        assert sorted(f["hook"] for f in reply.json()["fired"]) == ["big-order", "every-order"]
+        # the event ran as a workflow on Temporal (its id is the emit's run id)
+        described = subprocess.run([str(TEMPORAL_CLI), "workflow", "describe", "--workflow-id",
+                                    reply.json()["run_id"], "--address", server_address(temporal)],
+                                   capture_output=True, text=True, timeout=60)
+        assert described.returncode == 0 and "chainlang.emit" in described.stdout, described.stdout + described.stderr
+        scheduled = cli(temporal, "run", "schedule.chain.yaml", timeout=120)
+        assert scheduled.returncode == 0, show(scheduled)
+
+        def fired() -> bool:
+            listed = cli(temporal, "tasks", "show", "soon", "--json")
+            return listed.returncode == 0 and json.loads(listed.stdout).get("status") == "completed"
+
+        wait_until("the task fired on the workers", fired, within=60, server=server)
+        assert "Traceback" not in server.stderr, server.describe()
+    calls = [json.loads(line) for line in (temporal / ".chainlang" / "state" / "calls.jsonl").read_text().splitlines()]
+    assert any(c.get("value") == "due" for c in calls)
+
+
+def server_address(project: Path) -> str:
+    import tomllib
+
+    return str(tomllib.loads((project / "chainlang.toml").read_text(encoding="utf-8"))["engine"]["address"])
 
 
 def test_without_a_worker_the_run_says_it_waits_for_one(server: str, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from chainlang.pipeline import UsageError
+from chainlang.serve.temporal import ended_on_workers, on_temporal
 
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
@@ -250,16 +251,13 @@ class Engine:
     async def _emit(self, project: "Project", claim_key: str, name: str, data: Any, run_id: str,
                     where: Path, lock: Any, started: "_Started") -> "EmitResult":
         """Fire the event's hooks under the transcript lock taken for it; record the end."""
-        from chainlang.runtime.emit import fire
-
         started.began = self._began.setdefault(run_id, asyncio.Event())
         emitted = {"event": name, "data": data, "id": claim_key}
         header = _header(project, run_id, emitted, self.tools)
         began = time.perf_counter()
         self.metrics.active.inc()
         try:
-            result = await fire(project, run_id, where, header, None, None, started, log.info, self.decider,
-                                self._key(), lock, self._redactor(project))
+            result = await self._fire(project, run_id, where, header, started, lock)
             self.metrics.emitted(name, result, time.perf_counter() - began)
             if result.status != "interrupted":  # else left started: the next serve resumes it
                 try:
@@ -275,6 +273,20 @@ class Engine:
             lock.release()
             self._began.pop(run_id, None)
         return result
+
+    async def _fire(self, project: "Project", run_id: str, where: Path, header: dict[str, Any], started: Any,
+                    lock: Any, task: tuple[str, Any] | None = None) -> "EmitResult":
+        """Fire an event's hooks, or a task's action (`task`: its id and plan), in this process
+        or, in a project on Temporal, on the workers (chainlang.serve.temporal)."""
+        from chainlang.runtime.emit import fire
+
+        if on_temporal(project):  # the transcript is written here as the workflow goes
+            from chainlang.engine.temporal.submit import follow_emit
+
+            return await follow_emit(project, run_id, where, header, None, started, log.info, self._key(), lock,
+                                     self._redactor(project), (task[0], task[1].digest) if task else None)
+        return await fire(project, run_id, where, header, None, None, started, log.info, self.decider, self._key(),
+                          lock, self._redactor(project), task[1].top if task else None)
 
     def _orphan(self, claim: Any) -> Any:
         """The lock of a claimed emit that nobody runs (its process died), else None."""
@@ -306,6 +318,10 @@ class Engine:
         from chainlang.runtime.resume import resume_async
 
         where = Path(claim.transcript)
+        project = self.projects.current()
+        if where.is_file() and where.stat().st_size > 0 and on_temporal(project):
+            lock.release()
+            return await self._wait_for_workflow(project, claim)
         if where.is_file() and where.stat().st_size > 0:
             lock.release()  # resume takes it again (a process that takes it in between resumes it instead)
             started = _Started(self.metrics)
@@ -330,18 +346,27 @@ class Engine:
             await self.ledger.finish(claim.key, "failed")
             log.error("the emit %s never began and its payload was not kept; send it again with a new key", claim.key)
             return None
-        project = self.projects.current()
         if project.hooks is None:
             lock.release()
             return None
         return await self._emit(project, claim.key, claim.event, claim.data, claim.run_id, where, lock,
                                 _Started(self.metrics))
 
+    async def _wait_for_workflow(self, project: "Project", claim: Any) -> "EmitResult | None":
+        """An emit on Temporal whose serve died: its workflow went on on the workers; wait for
+        its end and record it (its transcript keeps the records written before the stop)."""
+        from chainlang.runtime.emit import EmitResult
+
+        assert self.ledger is not None
+        outcome = await ended_on_workers(project, claim.run_id)
+        await self.ledger.finish(claim.key, str(outcome.get("status")))
+        return EmitResult(claim.run_id, claim.event, str(outcome.get("status")), list(outcome.get("fired") or []),
+                          outcome.get("error"), Path(claim.transcript))
+
     # -- scheduled tasks
 
     async def fire_task(self, firing: "Firing") -> tuple[str, Any]:
         """Run one firing of a scheduled task (or resume it); its final status and error."""
-        from chainlang.runtime.emit import fire
         from chainlang.runtime.resume import resume_async
         from chainlang.runtime.runner import _take
         from chainlang.tasks.firing import DUE_EVENT
@@ -350,6 +375,10 @@ class Engine:
         began = time.perf_counter()
         self.metrics.active.inc()
         try:
+            if firing.resumed and where.is_file() and where.stat().st_size > 0 and \
+                    on_temporal(self.projects.current()):  # it went on on the workers: its end
+                outcome = await ended_on_workers(self.projects.current(), firing.run.run_id)
+                return str(outcome.get("status")), outcome.get("error")
             if firing.resumed and where.is_file() and where.stat().st_size > 0:
                 result: Any = await resume_async(where, tools=self.tools, registry=self.registry,
                                                  notify=log.info, decider=self.decider)
@@ -368,9 +397,8 @@ class Engine:
                 header["file_sha256"] = plan.digest
                 lock = _take(where)
                 try:
-                    result = await fire(project, firing.run.run_id, where, header, None, None,
-                                        _Started(self.metrics), log.info,
-                                        self.decider, self._key(), lock, self._redactor(project), plan.top)
+                    result = await self._fire(project, firing.run.run_id, where, header, _Started(self.metrics),
+                                              lock, (firing.task.id, plan))
                 finally:
                     lock.release()
         except UsageError as exc:

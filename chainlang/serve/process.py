@@ -124,10 +124,6 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
     root = Path(config.root) if config is not None else start
-    if config is not None and config.engine is not None and config.engine.kind == "temporal":
-        raise UsageError("chainlang serve does not hand events and tasks to Temporal yet: this project runs on "
-                         "Temporal ([engine] in chainlang.toml); fire its events with chainlang emit, which runs "
-                         "them on the workers, or serve a project on the embedded engine")
     token = _token(config, options.host)
     serve_config = config.serve if config is not None else None
     grace = options.grace

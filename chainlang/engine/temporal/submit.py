@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from chainlang.runtime.emit import EmitResult
     from chainlang.runtime.prepare import Prepared
 
-__all__ = ["connect", "follow", "follow_emit", "follow_run", "make_job"]
+__all__ = ["connect", "follow", "follow_emit", "follow_run", "make_job", "outcome_of"]
 
 POLL = 0.1  # seconds between two looks at a running workflow's new records
 QUERY_WAIT = 1.0  # seconds a look at the run's records may take
@@ -72,9 +72,10 @@ async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], 
 
 async def follow_emit(project: Any, run_id: str, where: Any, header: dict[str, Any], pinned: str | None,
                       progress: Any, notify: Callable[[str], None] | None, key: bytes, lock: Any,
-                      redactor: Any) -> "EmitResult":
+                      redactor: Any, task: tuple[str, str] | None = None) -> "EmitResult":
     """`chainlang emit` on Temporal: the hooks fire in a workflow (id = the emit's run id) on
-    the workers; its records are written to the transcript here. An EmitResult."""
+    the workers; its records are written to the transcript here. An EmitResult. `task`: (task
+    id, plan digest) of a scheduled task's firing (serve), whose action the workers fire."""
     from chainlang.engine.temporal.workflow import EMIT_WORKFLOW
     from chainlang.journal.jsonl import TranscriptWriter
     from chainlang.runtime.emit import EmitResult
@@ -89,6 +90,8 @@ async def follow_emit(project: Any, run_id: str, where: Any, header: dict[str, A
         progress.use_secrets(redactor)
     shown = notify or (progress.note if progress is not None else _stderr)
     job = {"run_id": run_id, "digest": project.digest, "now": pinned, "header": header}
+    if task is not None:
+        job["task"], job["task_digest"] = task
     try:
         outcome, ms = await follow(project.config.engine, EMIT_WORKFLOW, job, writer,
                                    progress.record if progress is not None else None,
@@ -99,6 +102,25 @@ async def follow_emit(project: Any, run_id: str, where: Any, header: dict[str, A
             progress.close()
     return EmitResult(run_id, str(header["emit"]["event"]), outcome["status"], redactor.redact(outcome.get("fired") or []),
                       redactor.redact(outcome.get("error")), where, round(ms, 3))
+
+
+async def outcome_of(engine: "EngineConfig", run_id: str) -> dict[str, Any] | None:
+    """How the workflow of `run_id` ended, waiting for it (a serve taking up the emit or task
+    firing of a process that died: the run went on on the workers); None when there is no
+    such workflow (the process died before it started it)."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.service import RPCError
+
+    client = await connect(engine)
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.describe()
+    except RPCError:
+        return None
+    try:
+        return dict(json.loads(await handle.result()))
+    except WorkflowFailureError as exc:
+        return {"status": "failed", "error": {"type": "temporal", "message": str(exc.cause or exc)}}
 
 
 async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any], writer: Any,

@@ -255,19 +255,52 @@ class EmitWorkflow(_Recording):
 
         job = json.loads(text)
         project = _hooks_project(job["digest"])
-        if isinstance(project, str):
-            return json.dumps({"status": "invalid", "fired": [], "error": {"type": "worker", "message": project}})
+        top = None
+        if not isinstance(project, str) and job.get("task"):  # a scheduled task's firing: its own action
+            top = _task_hooks(project, job["task"], job.get("task_digest"))
+        if isinstance(project, str) or isinstance(top, str):
+            message = project if isinstance(project, str) else top
+            return json.dumps({"status": "invalid", "fired": [], "error": {"type": "worker", "message": message}})
         pinned = datetime.fromisoformat(job["now"]) if job.get("now") else None
         TIMER.set(workflow.time)
         status, fired, error = await fire_hooks(
             project, job["run_id"], job["header"], self.record, _WorkflowClock(pinned), _decider(), self.note,
-            executor=lambda chain: ActivityExecutor(chain, job.get("now")), recorder=ActivityThreadRecorder,
+            top=top, executor=lambda chain: ActivityExecutor(chain, job.get("now")), recorder=ActivityThreadRecorder,
             interrupted="the workflow was cancelled")
         return json.dumps({"status": status, "fired": fired, "error": error, "records": len(self.records)},
                           ensure_ascii=False)
 
 
 _PROJECTS: dict[tuple[str, str], Any] = {}
+_TASKS: dict[tuple[str, str, str], Any] = {}
+
+
+def _task_hooks(project: Any, task_id: str, digest: str | None) -> Any:
+    """The hooks a firing of the stored task `task_id` fires (its action, checked and compiled
+    from the worker's store once per process); a message when the task is not there or its
+    action differs from the one serve planned (by the plan's digest)."""
+    from chainlang.store import StoreError
+    from chainlang.tasks.firing import task_firing
+    from chainlang.tasks.stored import project_store
+
+    key = (str(project.root), task_id, digest or "")
+    cached = _TASKS.get(key)
+    if cached is not None:
+        return cached
+    try:
+        with project_store(project.root) as store:
+            task = store.get_task(task_id)
+    except StoreError as exc:
+        return f"the worker cannot read the task {task_id!r}: {exc}"
+    if task is None:
+        return f"the task {task_id!r} is not in the worker's store: give the workers the store serve uses"
+    plan = task_firing(project, task)
+    if digest is not None and plan.digest != digest:
+        return f"the worker's task {task_id!r} is not the one serve planned: give the workers the store serve uses"
+    if not plan.ok:
+        return f"the action of the task {task_id!r} has check errors on the worker"
+    _TASKS[key] = plan.top
+    return plan.top
 
 
 def _hooks_project(digest: str) -> Any:
