@@ -477,3 +477,46 @@ def test_without_a_worker_the_run_says_it_waits_for_one(server: str, tmp_path: P
     assert "chainlang worker" in err
     assert proc.returncode == 130 and "the run goes on on Temporal's workers" in err, err
     assert "Traceback" not in err
+
+
+SLOW_HOOK = """
+events:
+  parcel.sent:
+    payload: {type: object, properties: {to: {type: string}}, required: [to]}
+hooks:
+  - id: slow-send
+    trigger: post:parcel.sent
+    action:
+      - test.slow_send: {to: "{to}", name: parcel.pid, seconds: 4}
+"""
+
+
+def test_a_serve_killed_mid_event_is_taken_over_without_running_the_event_again(engines: tuple[Path, Path]) -> None:
+    from tests.serve_util import Servers, wait_until
+
+    _, temporal = engines
+    (temporal / "parcels.hooks.yaml").write_text(SLOW_HOOK, encoding="utf-8")
+    marker = temporal / ".chainlang" / "state" / "parcel.pid"
+    try:
+        with Servers() as servers:
+            first = servers.start(temporal)
+            reply = first.post("/events/parcel.sent", json={"to": "Ann"}, headers={"Idempotency-Key": "parcel-1"})
+            assert reply.status_code in (200, 202), reply.text
+            wait_until("the slow step started on a worker", marker.exists, within=60, server=first)
+            first.kill()  # SIGKILL: serve dies in the middle of the event; the workflow goes on
+            second = servers.start(temporal)
+            again = {}
+
+            def recorded() -> bool:  # the next serve took the emit over and recorded its end
+                nonlocal again
+                again = second.post("/events/parcel.sent?wait=1", json={"to": "Ann"},
+                                    headers={"Idempotency-Key": "parcel-1"}).json()
+                return again.get("status") == "duplicate" and (again.get("previous") or {}).get("status") == "ok"
+
+            wait_until("the taken-over emit ended ok", recorded, within=60, server=second)
+            assert "Traceback" not in second.stderr, second.describe()
+        calls = [json.loads(line) for line in (marker.parent / "calls.jsonl").read_text().splitlines()]
+        sent = [c for c in calls if c.get("to") == "Ann"]
+        assert [c["phase"] for c in sent] == ["start", "end"], sent  # the side effect once: nothing ran it again
+    finally:
+        (temporal / "parcels.hooks.yaml").unlink()
