@@ -173,6 +173,9 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
             if seen == before and seen >= outcome.get("records", 0):
                 break
             await asyncio.sleep(POLL)
+        if seen < outcome.get("records", 0):  # said, not hidden: the transcript here lacks the run's end
+            tell(f"only {seen} of the {outcome['records']} records of the run reached this transcript (no worker "
+                 f"answered for the rest); the whole run is in Temporal's history of workflow {job['run_id']}")
     finally:
         if not done.done():
             done.cancel()
