@@ -1,8 +1,8 @@
-"""Record the workflow history that tests/test_temporal_replay.py replays: run
-tests/fixtures/temporal/replayed.chain.yaml on a Temporal dev server and a worker in this
-process, then write its history to tests/fixtures/temporal/history.json.
+"""Record a workflow history that tests/test_temporal_replay.py replays: run a chain of
+tests/fixtures/temporal (replayed.chain.yaml by default) on a Temporal dev server and a
+worker in this process, then write its history there (history.json by default).
 
-    python -m tests.temporal_record
+    python -m tests.temporal_record [CHAIN HISTORY RUN_ID]
 
 Re-record after a deliberate change of what a run does (the replay test then says which
 change broke the replay of runs recorded before it).
@@ -19,7 +19,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "temporal"
 RUN_ID = "20261119T090000Z-replay0001"
 
 
-async def record() -> None:
+async def record(chain: str, out: str, run_id: str) -> None:
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -28,27 +28,35 @@ async def record() -> None:
     from chainlang.pipeline import default_registry
     from chainlang.runtime.prepare import prepare
 
+    workflows: list[type] = [ChainWorkflow]
+    try:  # sub-chains as child workflows (since 2026-11-26); absent from an older checkout
+        from chainlang.engine.temporal.children import SubchainWorkflow
+
+        workflows.append(SubchainWorkflow)
+    except ImportError:
+        pass
+
     use_project(WorkerProject(FIXTURE, default_registry((), FIXTURE)))
-    prepared = prepare(FIXTURE / "replayed.chain.yaml")
+    prepared = prepare(FIXTURE / chain)
     now = "2026-11-19T09:00:00+00:00"
-    header = {"chain": "replay.sample", "file": "replayed.chain.yaml", "file_sha256": prepared.digest, "inputs": {},
-              "now": now, "started_at": now, "tools": [], "resumed": False}
-    job = {"run_id": RUN_ID, "path": "replayed.chain.yaml", "digest": prepared.digest, "inputs": {}, "now": now,
+    header = {"chain": prepared.graph.name if prepared.graph else None, "file": chain, "file_sha256": prepared.digest,
+              "inputs": {}, "now": now, "started_at": now, "tools": [], "resumed": False}
+    job = {"run_id": run_id, "path": chain, "digest": prepared.digest, "inputs": {}, "now": now,
            "header": header}
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
                                                 ip="127.0.0.1")
     try:
-        async with Worker(env.client, task_queue="replay", workflows=[ChainWorkflow], activities=[run_tool],
+        async with Worker(env.client, task_queue="replay", workflows=workflows, activities=[run_tool],
                           workflow_runner=UnsandboxedWorkflowRunner()):
-            handle = await env.client.start_workflow(CHAIN_WORKFLOW, json.dumps(job), id=RUN_ID, task_queue="replay")
+            handle = await env.client.start_workflow(CHAIN_WORKFLOW, json.dumps(job), id=run_id, task_queue="replay")
             result = json.loads(await handle.result())
             assert result["status"] == "ok", result
             history = await handle.fetch_history()
     finally:
         await env.shutdown()
-    (FIXTURE / "history.json").write_text(history.to_json() + "\n", encoding="utf-8")
-    print(f"recorded {len(history.events)} events: {FIXTURE / 'history.json'}")
+    (FIXTURE / out).write_text(history.to_json() + "\n", encoding="utf-8")
+    print(f"recorded {len(history.events)} events: {FIXTURE / out}")
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    asyncio.run(record(*(sys.argv[1:4] if len(sys.argv) > 1 else ("replayed.chain.yaml", "history.json", RUN_ID))))

@@ -97,6 +97,8 @@ steps:
 steps:
   - math.double: {x: 4}
   - chain.run: {path: lib/double.chain.yaml, inputs: {x: 5}}
+  - id: nested
+    chain.run: {path: lib/nested.chain.yaml, inputs: {x: 1}}
   - user.notify: {message: "public"}
   - user.notify: {message: "the password is hunter2"}
 hooks:
@@ -132,6 +134,36 @@ steps:
   - test.echo: {value: before}
   - agent.think: {thread_id: plan-1, prompt: "What is next for the launch?"}
 """, 3),
+    # no hooks in force: each sub-chain is a child workflow (chainlang.engine.temporal.children)
+    "sub-chains": ("""
+steps:
+  - id: first
+    math.double: {x: 4}
+  - chain.run: {path: lib/double.chain.yaml, inputs: {x: 5}}
+  - id: each
+    foreach: "[1, 2, 3]"
+    math.double: {x: "{item}"}
+  - id: nested
+    chain.run: {path: lib/nested.chain.yaml, inputs: {x: 6}}
+  - id: broken
+    chain.run: {path: lib/fails.chain.yaml}
+    on_error: continue
+  - user.notify: {message: "after {broken.error.message}"}
+outputs: {named: "{first.value}", by_path: "{chain.run.value}", each: "{each.result}",
+          nested: "{nested.value}"}
+""", 0),
+    "sub-chain-over-max-steps": ("""
+limits: {max_steps: 4}
+steps:
+  - test.echo: {value: 1}
+  - chain.run: {path: lib/nested.chain.yaml, inputs: {x: 2}}
+  - test.echo: {value: 3}
+""", 3),
+    "sub-chain-timeout": ("""
+steps:
+  - chain.run: {path: lib/slow.chain.yaml}
+    timeout: 1s
+""", 1),
     "progress-and-clock": ("""
 steps:
   - test.progress
@@ -185,11 +217,37 @@ outputs: {value: "{test.add.result}"}
 """
 
 
+# sub-chains of sub-chains; one with hooks of its own (they fire in its child workflow)
+NESTED = """
+inputs:
+  x: {type: integer}
+steps:
+  - math.double: {x: "{inputs.x}"}
+  - user.notify: {message: "nested {math.double.value}"}
+hooks:
+  - id: shout
+    trigger: pre:user.notify
+    set: {message: "{message}!"}
+outputs: {value: "{math.double.value}"}
+"""
+FAILS = """
+steps:
+  - test.echo: {value: before}
+  - test.fail: {message: stop here}
+"""
+SLOW = """
+steps:
+  - test.echo: {value: started}
+  - test.sleep: {seconds: 30}
+"""
+
+
 def make_project(directory: Path, toml: str) -> Path:
     directory.mkdir(parents=True)
     shutil.copy(TOOLS, directory / "tools.py")
     (directory / "lib").mkdir()
-    (directory / "lib" / "double.chain.yaml").write_text(DOUBLE, encoding="utf-8")
+    for name, text in (("double", DOUBLE), ("nested", NESTED), ("fails", FAILS), ("slow", SLOW)):
+        (directory / "lib" / f"{name}.chain.yaml").write_text(text, encoding="utf-8")
     (directory / "chainlang.toml").write_text(toml + TIERS, encoding="utf-8")
     (directory / "answers.yaml").write_text(ANSWERS, encoding="utf-8")
     (directory / "orders.hooks.yaml").write_text(HOOKS, encoding="utf-8")
@@ -454,6 +512,41 @@ def test_serve_hands_events_and_due_tasks_to_the_workers(engines: tuple[Path, Pa
         assert "Traceback" not in server.stderr, server.describe()
     calls = [json.loads(line) for line in (temporal / ".chainlang" / "state" / "calls.jsonl").read_text().splitlines()]
     assert any(c.get("value") == "due" for c in calls)
+
+
+def test_sub_chains_run_as_child_workflows(engines: tuple[Path, Path]) -> None:
+    """Each sub-chain step is a workflow of its own (id RUN/STEP@ATTEMPT), the foreach's items at
+    once, a sub-chain's sub-chain a child of the child; with hooks in force too (the contract
+    above shows that they fire there as on the embedded engine)."""
+    import subprocess
+
+    from tests.temporal_util import TEMPORAL_CLI
+
+    _, temporal = engines
+    address = server_address(temporal)
+
+    def children(run_id: str) -> list[str]:
+        listed = subprocess.run([str(TEMPORAL_CLI), "workflow", "list", "--address", address, "--output", "json",
+                                 "--query", f"WorkflowType = 'chainlang.subchain' AND WorkflowId STARTS_WITH '{run_id}/'"],
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        return sorted(item["execution"]["workflowId"] for item in json.loads(listed.stdout or "[]"))
+
+    ran = {}
+    for name in ("sub-chains", "hooks-and-sub-chains"):
+        proc = cli(temporal, "run", f"{name}.chain.yaml", "--transcript", f"children-{name}.jsonl", timeout=120)
+        assert proc.returncode == 0, show(proc)
+        ran[name] = records(temporal, f"children-{name}.jsonl")[0]["run_id"]
+    expected = [f"{ran['sub-chains']}/{step}@1" for step in ("1", "2", "3[0]", "3[1]", "3[2]", "4", "4/1", "5")]
+
+    def listed() -> bool:  # the list is Temporal's visibility store: it may lag a moment behind
+        return children(ran["sub-chains"]) == sorted(expected)
+
+    deadline = time.monotonic() + 30
+    while not listed() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert children(ran["sub-chains"]) == sorted(expected)
+    assert children(ran["hooks-and-sub-chains"]) == sorted(f"{ran['hooks-and-sub-chains']}/{step}@1" for step in ("1", "2", "3", "3/1"))
 
 
 def server_address(project: Path) -> str:

@@ -21,6 +21,7 @@ from chainlang.runtime.state import StepClock
 from chainlang.journal.values import idempotency_key
 
 if TYPE_CHECKING:
+    from chainlang.compile import ExecutionGraph
     from chainlang.runtime.events import EventRuntime
     from chainlang.runtime.state import RunState
     from chainlang.runtime.walk import ChainRun
@@ -113,15 +114,30 @@ async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str,
                        attempt: int = 1) -> Any:
     """A named chain or `chain.run` as a step: its steps run in this run at depth + 1, under
     the allow lists in force; its outputs are the step's result."""
-    from chainlang.pipeline import UsageError
-    from chainlang.runtime.inputs import check_inputs
     from chainlang.runtime.walk import ChainRun
 
-    run, spec = caller.run, rt.spec
-    if spec.name == "agent.chain":
+    if rt.spec.name == "agent.chain":
         from chainlang.runtime.agent_chain import run_agent_chain
 
         return await run_agent_chain(caller, rt, params, ipath, attempt)
+    target, graph, inputs = subchain_call(caller, rt, params, ipath)
+    # the hooks in force in the caller stay in force (and the sub-chain's own join them)
+    sub = ChainRun(caller.run, graph, inputs, depth=caller.depth + 1, prefix=ipath + "/", allow=caller.allow,
+                   depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
+                   hook_inputs=caller.hook_inputs)
+    status, outputs, error = await sub.execute()
+    return subchain_result(graph.name or target, status, outputs, error)
+
+
+def subchain_call(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any],
+                  ipath: str) -> tuple[str, "ExecutionGraph", dict[str, Any]]:
+    """The chain a named chain or `chain.run` step calls: (what the step names, its graph, its
+    checked inputs). Raises LimitExceeded past max_depth, ChainFailed when it cannot be
+    loaded or its inputs do not fit."""
+    from chainlang.pipeline import UsageError
+    from chainlang.runtime.inputs import check_inputs
+
+    run, spec = caller.run, rt.spec
     if caller.depth + 1 > caller.depth_limit:
         raise LimitExceeded("max_depth", f"step {ipath} would run {spec.name} at depth {caller.depth + 1}, "
                                          f"beyond max_depth = {caller.depth_limit}")
@@ -139,15 +155,14 @@ async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str,
         inputs = check_inputs(graph, inputs)
     except UsageError as exc:
         raise ChainFailed(error_of("params", f"{graph.name or target}: {exc}")) from None
-    # the hooks in force in the caller stay in force (and the sub-chain's own join them)
-    sub = ChainRun(run, graph, inputs, depth=caller.depth + 1, prefix=ipath + "/", allow=caller.allow,
-                   depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
-                   hook_inputs=caller.hook_inputs)
-    status, outputs, error = await sub.execute()
+    return target, graph, inputs
+
+
+def subchain_result(name: str, status: str, outputs: dict[str, Any], error: dict[str, Any] | None) -> Any:
+    """The step's result of a sub-chain that ended: its outputs, or ChainFailed."""
     if status == "failed":
         where = f" at step {error.get('step')}" if error and error.get("step") else ""
-        raise ChainFailed(error_of("chain", f"{graph.name or target} failed{where}: "
-                                            f"{(error or {}).get('message', '')}"))
+        raise ChainFailed(error_of("chain", f"{name} failed{where}: {(error or {}).get('message', '')}"))
     return outputs
 
 

@@ -135,48 +135,82 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
     start = time.perf_counter()
     handle = await client.start_workflow(workflow_name, json.dumps(job, ensure_ascii=False), id=job["run_id"],
                                          task_queue=engine.task_queue)
-    done = asyncio.ensure_future(handle.result())
-    seen = 0
 
-    async def take() -> None:
-        nonlocal seen
-        try:  # bounded: a query waits for a worker, and there may be none yet
-            new = json.loads(await asyncio.wait_for(handle.query("progress", seen), timeout=QUERY_WAIT))
-        except Exception:
-            return  # no worker has picked the run up yet: look again
-        for data in new:
-            if "note" in data:
-                tell(data["note"])
-                continue
-            rec = decode(data)
-            writer.append(rec)
-            if show is not None:
-                show(rec)
-        seen += len(new)
+    def put(data: dict[str, Any]) -> None:
+        rec = decode(data)
+        writer.append(rec)
+        if show is not None:
+            show(rec)
 
-    waited = False
+    def waiting() -> None:  # nothing has run it yet: most likely no worker polls its queue
+        tell(f"waiting for a worker on the task queue {engine.task_queue!r} of {engine.address} "
+             "(start one in the project with: chainlang worker)")
+
     try:
-        while not done.done():
-            await asyncio.wait({done}, timeout=POLL)
-            await take()
-            if not seen and not waited and time.perf_counter() - start > WAIT_HINT:
-                waited = True  # nothing has run it yet: most likely no worker polls its queue
-                tell(f"waiting for a worker on the task queue {engine.task_queue!r} of {engine.address} "
-                     "(start one in the project with: chainlang worker)")
-        try:
-            outcome: dict[str, Any] = json.loads(done.result())
-        except WorkflowFailureError as exc:
-            raise UsageError(f"the run {job['run_id']} failed on Temporal: {exc.cause or exc}") from None
-        for _ in range(50):  # the records written after the last look
-            before = seen
-            await take()
-            if seen == before and seen >= outcome.get("records", 0):
-                break
-            await asyncio.sleep(POLL)
-        if seen < outcome.get("records", 0):  # said, not hidden: the transcript here lacks the run's end
-            tell(f"only {seen} of the {outcome['records']} records of the run reached this transcript (no worker "
-                 f"answered for the rest); the whole run is in Temporal's history of workflow {job['run_id']}")
-    finally:
-        if not done.done():
-            done.cancel()
+        outcome = await _Reader(client, put, tell).follow(handle, waiting, top=True)
+    except WorkflowFailureError as exc:
+        raise UsageError(f"the run {job['run_id']} failed on Temporal: {exc.cause or exc}") from None
     return outcome, (time.perf_counter() - start) * 1000
+
+
+class _Reader:
+    """Reads a workflow's records as it goes, with its progress query, and those of the child
+    workflows of its sub-chains where the parent marked them ({"child": ID})."""
+
+    def __init__(self, client: Any, put: Callable[[dict[str, Any]], None], tell: Callable[[str], None]) -> None:
+        self.client = client
+        self.put = put
+        self.tell = tell
+
+    async def follow(self, handle: Any, waiting: Callable[[], None] | None = None, top: bool = False) -> dict[str, Any]:
+        """Follow `handle` to its end and return what it returned. A child that failed (it was
+        cancelled: its step's timeout) ends with what it recorded; the run's failure raises."""
+        from temporalio.client import WorkflowFailureError
+        from temporalio.service import RPCError
+
+        start = time.perf_counter()
+        done = asyncio.ensure_future(handle.result())
+        seen = 0
+
+        async def take() -> None:
+            nonlocal seen
+            try:  # bounded: a query waits for a worker, and there may be none yet
+                new = json.loads(await asyncio.wait_for(handle.query("progress", seen), timeout=QUERY_WAIT))
+            except Exception:
+                return  # no worker has picked the run up yet: look again
+            for data in new:
+                seen += 1
+                if "note" in data:
+                    self.tell(data["note"])
+                elif "child" in data:  # a sub-chain's records, in their place
+                    await self.follow(self.client.get_workflow_handle(data["child"]))
+                else:
+                    self.put(data)
+
+        try:
+            while not done.done():
+                await asyncio.wait({done}, timeout=POLL)
+                await take()
+                if not seen and waiting is not None and time.perf_counter() - start > WAIT_HINT:
+                    waiting()
+                    waiting = None
+            try:
+                outcome: dict[str, Any] = json.loads(done.result())
+            except (WorkflowFailureError, RPCError):
+                if top:
+                    raise
+                outcome = {}  # a child cancelled with its step: what it recorded is all there is
+            for _ in range(50):  # the records written after the last look
+                before = seen
+                await take()
+                if seen == before and seen >= outcome.get("records", 0):
+                    break
+                await asyncio.sleep(POLL)
+            if seen < outcome.get("records", 0):  # said, not hidden: the transcript here lacks the end
+                self.tell(f"only {seen} of the {outcome['records']} records of workflow {handle.id} reached "
+                          f"this transcript (no worker answered for the rest); the whole run is in Temporal's "
+                          f"history of that workflow")
+        finally:
+            if not done.done():
+                done.cancel()
+        return outcome

@@ -1,9 +1,9 @@
 """What the Temporal engine runs so far, asked by the checker (CL038).
 
 The walker runs inside the workflow, so the language itself (steps, if/else, foreach,
-parallel groups, retry, timeouts, decide, hooks of the chain, named chains and chain.run)
-is the same. Each tool attempt is an activity, with the tool context of the embedded
-engine, so the events of the project's store (task.*, memory.*, thread.*) run there too,
+parallel groups, retry, timeouts, decide, hooks of the chain, named chains and chain.run,
+these as child workflows) is the same. Each tool attempt is an activity, with the tool
+context of the embedded engine, so the events of the project's store (task.*, memory.*, thread.*) run there too,
 on the worker's store: give every worker the same one (a PostgreSQL `[store] url`, or one
 host). Model calls are activities (chainlang.engine.temporal.models), under the run's
 budget. A run attached to a thread records its steps there by activities too. What is not

@@ -41,6 +41,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
 
     from chainlang.engine.temporal.activities import WorkerProject, add_thread_event, run_tool, use_project
     from chainlang.engine.temporal.models import ask_model
+    from chainlang.engine.temporal.children import SubchainWorkflow
     from chainlang.engine.temporal.workflow import ChainWorkflow, EmitWorkflow
 
     from chainlang.llm.tiers import ModelTiers
@@ -54,7 +55,8 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     use_project(WorkerProject(config.root, registry, tiers, fallback))
     client = await connect(config.engine)
     worker = Worker(
-        client, task_queue=config.engine.task_queue, workflows=[ChainWorkflow, EmitWorkflow], activities=[run_tool, ask_model, add_thread_event],
+        client, task_queue=config.engine.task_queue, workflows=[ChainWorkflow, EmitWorkflow, SubchainWorkflow],
+        activities=[run_tool, ask_model, add_thread_event],
         # the walker is the workflow code: it runs on Temporal's deterministic loop, outside the
         # sandbox, which would re-import chainlang (and the project's tools) for every run
         workflow_runner=UnsandboxedWorkflowRunner(),

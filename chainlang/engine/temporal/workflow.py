@@ -29,12 +29,13 @@ from chainlang.runtime.interceptors import StepInfo
 from chainlang.runtime.threads import ThreadRecorder
 
 if TYPE_CHECKING:
+    from chainlang.engine.temporal.children import Children
     from chainlang.runtime.calls import Watch
     from chainlang.runtime.events import EventRuntime
     from chainlang.runtime.prepare import Prepared
     from chainlang.runtime.walk import ChainRun
 
-__all__ = ["CHAIN_WORKFLOW", "EMIT_WORKFLOW", "ChainWorkflow", "EmitWorkflow"]
+__all__ = ["CHAIN_WORKFLOW", "EMIT_WORKFLOW", "ActivityExecutor", "ChainWorkflow", "EmitWorkflow"]
 
 CHAIN_WORKFLOW = "chainlang.chain"
 EMIT_WORKFLOW = "chainlang.emit"
@@ -57,14 +58,16 @@ class _WorkflowClock:
 
 
 class ActivityExecutor:
-    """The executor seam of the walker on Temporal: each tool attempt is an activity;
-    named chains and chain.run run in the workflow, as they run in the walker."""
+    """The executor seam of the walker on Temporal: each tool attempt is an activity; named
+    chains and chain.run run as child workflows where they can (`children`, see
+    chainlang.engine.temporal.children), else in the workflow, as they run in the walker."""
 
-    __slots__ = ("chain", "pinned")
+    __slots__ = ("chain", "children", "pinned")
 
-    def __init__(self, chain: "ChainRun", pinned: str | None) -> None:
+    def __init__(self, chain: "ChainRun", pinned: str | None, children: "Children | None" = None) -> None:
         self.chain = chain
         self.pinned = pinned
+        self.children = children
 
     async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
                    watch: "Watch") -> Any:
@@ -73,6 +76,10 @@ class ActivityExecutor:
         from chainlang.runtime.outcomes import LimitExceeded
 
         if rt.runs_chain:
+            from chainlang.engine.temporal.children import as_child, run_child
+
+            if self.children is not None and as_child(self.children, self.chain, rt):
+                return await run_child(self.chain, self.children, rt, params, ipath, attempt)
             return await run_subchain(self.chain, rt, params, ipath, attempt)
         run = self.chain.run
         budget = run.models.budget if run.models is not None else None
@@ -157,6 +164,10 @@ class _Recording:
     def note(self, text: str) -> None:
         self.records.append({"note": text})
 
+    def mark(self, child: str) -> None:
+        """Where the records of the child workflow `child` (a sub-chain) belong."""
+        self.records.append({"child": child})
+
 
 def _decider() -> Any:
     """The run's decider, over the worker's tiers as the workflow asks them (activities)."""
@@ -185,6 +196,7 @@ class ChainWorkflow(_Recording):
         return json.dumps(await self._run(json.loads(text)), ensure_ascii=False)
 
     async def _run(self, job: dict[str, Any]) -> dict[str, Any]:
+        from chainlang.engine.temporal.children import Children
         from chainlang.journal.records import RunFinished, RunStarted, decode
         from chainlang.runtime.hooks import HookActions
         from chainlang.runtime.models import run_models
@@ -215,8 +227,9 @@ class ChainWorkflow(_Recording):
             facts={"id": job["run_id"], "chain": graph.name, "started_at": header["started_at"], "thread": link.thread},
             max_steps=graph.max_steps, notify=self.note, load_chain=prepared.loader, project=prepared.root,
             base_registry=prepared.loader.registry,
-            executor=lambda chain: ActivityExecutor(chain, job.get("now")),
         )
+        children = Children(job["path"], job["digest"], job["inputs"], [], job.get("now"), self.mark, link)
+        state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
         state.models = run_models(state, decider, graph.max_model_calls, graph.max_tokens)
         link.facts = state.facts
         actions = state.actions = HookActions(state)
@@ -230,7 +243,8 @@ class ChainWorkflow(_Recording):
 
         outputs: dict[str, Any] = {}
         try:
-            status, outputs, error = await with_hook_actions(actions, ChainRun(state, graph, job["inputs"]).execute())
+            top = children.root = ChainRun(state, graph, job["inputs"])
+            status, outputs, error = await with_hook_actions(actions, top.execute())
         except LimitExceeded as exc:
             status, error = "limit", {"type": "limit", "limit": exc.limit, "message": exc.message}
         except asyncio.CancelledError:
