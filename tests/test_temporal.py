@@ -549,6 +549,45 @@ def test_sub_chains_run_as_child_workflows(engines: tuple[Path, Path]) -> None:
     assert children(ran["hooks-and-sub-chains"]) == sorted(f"{ran['hooks-and-sub-chains']}/{step}@1" for step in ("1", "2", "3", "3/1"))
 
 
+def test_an_emit_taken_up_again_is_not_run_again_on_the_workers(engines: tuple[Path, Path]) -> None:
+    """`emit --id` after its process died: when the transcript never began, the workflow that
+    process started is followed (not started a second time); when it had begun, its end is
+    waited for (not resumed here). The hooks' steps ran once either way."""
+    import sqlite3
+
+    _, temporal = engines
+    calls = temporal / ".chainlang" / "state" / "calls.jsonl"
+
+    def echoed() -> int:
+        return sum('"lute"' in line for line in calls.read_text(encoding="utf-8").splitlines()) if calls.exists() else 0
+
+    def emit() -> dict[str, Any]:
+        proc = cli(temporal, "emit", "order.placed", "--data", '{"item": "lute", "amount": 5}', "--id", "lute-1",
+                   "--json", "--transcript", "lute.jsonl", timeout=120)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, show(proc)
+        return dict(json.loads(proc.stdout))
+
+    def died(keep_transcript: bool) -> None:  # what a process killed at that point leaves behind
+        with sqlite3.connect(temporal / ".chainlang" / "store.db") as db:
+            db.execute("UPDATE emits SET status = 'started', finished_at = NULL WHERE key = 'lute-1'")
+        if not keep_transcript:
+            (temporal / "lute.jsonl").write_text("", encoding="utf-8")
+
+    first = emit()
+    assert first["status"] == "ok" and echoed() == 1, first
+    whole = (temporal / "lute.jsonl").read_text(encoding="utf-8")
+    died(keep_transcript=False)
+    again = emit()
+    assert (again["run_id"], again["status"], echoed()) == (first["run_id"], "ok", 1), again
+    assert comparable(records(temporal, "lute.jsonl")) == comparable(
+        [json.loads(line) for line in whole.splitlines()])  # the same records, read again from the workflow
+    died(keep_transcript=True)
+    third = emit()
+    assert (third["run_id"], third["status"], echoed()) == (first["run_id"], "ok", 1), third
+    assert sorted(f["hook"] for f in third["fired"]) == ["every-order"]
+    assert emit()["status"] == "duplicate"  # and the claim's end is recorded
+
+
 def server_address(project: Path) -> str:
     import tomllib
 

@@ -177,7 +177,7 @@ async def emit_async(
     if id is not None:  # a key seen before: nothing new is written (a resumed emit records its end itself)
         earlier = _lookup(loaded.root, id)
         if earlier is not None:
-            again = await _again(earlier, name, tools, registry, progress, notify, decider)
+            again = await _again(earlier, name, tools, registry, progress, notify, decider, loaded)
             if again is not None:
                 return again
             run_id, where = earlier.run_id, Path(earlier.transcript)  # its process died before it began
@@ -194,7 +194,7 @@ async def emit_async(
             raise
         if not claim.new:  # another emit claimed it in between
             release_unused(lock, where)
-            return await _again(claim, name, tools, registry, progress, notify, decider) or EmitResult(
+            return await _again(claim, name, tools, registry, progress, notify, decider, loaded) or EmitResult(
                 claim.run_id, name, "duplicate", transcript=Path(claim.transcript),
                 previous={"run_id": claim.run_id, "event": claim.event, "status": claim.status,
                           "transcript": claim.transcript})
@@ -467,10 +467,12 @@ def _finish(root: Path, key: str, status: str) -> None:
 
 async def _again(claim: Any, name: str, tools: Sequence[str], registry: "Registry | None",
                  progress: "ProgressView | None", notify: Callable[[str], None] | None,
-                 decider: Any) -> EmitResult | None:
+                 decider: Any, project: Project) -> EmitResult | None:
     """The key was claimed before: report that emit, or continue it if it was interrupted.
     None: its process died before its transcript began, and its payload was kept: the
-    caller fires it now, under the claim's run id."""
+    caller fires it now, under the claim's run id (on Temporal, a workflow started already
+    under that id is followed instead: chainlang.engine.temporal.submit). An interrupted
+    emit on Temporal went on on the workers: its end is waited for and recorded."""
     previous = {"run_id": claim.run_id, "event": claim.event, "status": claim.status, "transcript": claim.transcript}
     duplicate = EmitResult(claim.run_id, name, "duplicate", transcript=Path(claim.transcript), previous=previous)
     if claim.status != "started":
@@ -484,6 +486,13 @@ async def _again(claim: Any, name: str, tools: Sequence[str], registry: "Registr
         return duplicate
     if not where.is_file() or where.stat().st_size == 0:
         return None if claim.data is not None and claim.event == name else duplicate
+    engine = project.config.engine if project.config is not None else None
+    if engine is not None and engine.kind == "temporal":  # resume would run it twice: its end, from Temporal
+        from chainlang.engine.temporal.submit import emit_ended
+
+        ended = await emit_ended(project, claim.run_id, name, where)
+        _finish(project.root, claim.key, ended.status)
+        return ended
     from chainlang.runtime.resume import resume_async
 
     result = await resume_async(claim.transcript, tools=tools, registry=registry, progress=progress,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from chainlang.pipeline import UsageError
-from chainlang.serve.temporal import ended_on_workers, on_temporal
+from chainlang.serve.temporal import on_temporal
 
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
@@ -355,13 +355,12 @@ class Engine:
     async def _wait_for_workflow(self, project: "Project", claim: Any) -> "EmitResult | None":
         """An emit on Temporal whose serve died: its workflow went on on the workers; wait for
         its end and record it (its transcript keeps the records written before the stop)."""
-        from chainlang.runtime.emit import EmitResult
+        from chainlang.engine.temporal.submit import emit_ended
 
         assert self.ledger is not None
-        outcome = await ended_on_workers(project, claim.run_id)
-        await self.ledger.finish(claim.key, str(outcome.get("status")))
-        return EmitResult(claim.run_id, claim.event, str(outcome.get("status")), list(outcome.get("fired") or []),
-                          outcome.get("error"), Path(claim.transcript))
+        result = await emit_ended(project, claim.run_id, claim.event, Path(claim.transcript))
+        await self.ledger.finish(claim.key, result.status)
+        return result
 
     # -- scheduled tasks
 
@@ -377,8 +376,10 @@ class Engine:
         try:
             if firing.resumed and where.is_file() and where.stat().st_size > 0 and \
                     on_temporal(self.projects.current()):  # it went on on the workers: its end
-                outcome = await ended_on_workers(self.projects.current(), firing.run.run_id)
-                return str(outcome.get("status")), outcome.get("error")
+                from chainlang.engine.temporal.submit import emit_ended
+
+                ended = await emit_ended(self.projects.current(), firing.run.run_id, DUE_EVENT, where)
+                return ended.status, ended.error
             if firing.resumed and where.is_file() and where.stat().st_size > 0:
                 result: Any = await resume_async(where, tools=self.tools, registry=self.registry,
                                                  notify=log.info, decider=self.decider)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from chainlang.runtime.emit import EmitResult
     from chainlang.runtime.prepare import Prepared
 
-__all__ = ["connect", "follow", "follow_emit", "follow_run", "make_job", "outcome_of"]
+__all__ = ["connect", "emit_ended", "follow", "follow_emit", "follow_run", "make_job", "outcome_of"]
 
 POLL = 0.1  # seconds between two looks at a running workflow's new records
 QUERY_WAIT = 1.0  # seconds a look at the run's records may take
@@ -104,6 +104,21 @@ async def follow_emit(project: Any, run_id: str, where: Any, header: dict[str, A
                       redactor.redact(outcome.get("error")), where, round(ms, 3))
 
 
+async def emit_ended(project: Any, run_id: str, event: str, where: Any) -> "EmitResult":
+    """How the emit (or task firing) `run_id` ended on the workers, waiting for its end: for a
+    process taking up one whose process died after it was handed over (running it again
+    would run its steps twice). Its transcript keeps what was written before the stop."""
+    from chainlang.runtime.emit import EmitResult
+    from chainlang.runtime.runner import run_secrets
+
+    assert project.config is not None and project.config.engine is not None
+    outcome = await outcome_of(project.config.engine, run_id) or {
+        "status": "failed", "error": {"type": "temporal", "message": f"no workflow {run_id} on Temporal"}}
+    redactor = run_secrets(project.config)
+    return EmitResult(run_id, event, str(outcome.get("status")), redactor.redact(list(outcome.get("fired") or [])),
+                      redactor.redact(outcome.get("error")), where)
+
+
 async def outcome_of(engine: "EngineConfig", run_id: str) -> dict[str, Any] | None:
     """How the workflow of `run_id` ended, waiting for it (a serve taking up the emit or task
     firing of a process that died: the run went on on the workers); None when there is no
@@ -133,8 +148,7 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
 
     client = await connect(engine)
     start = time.perf_counter()
-    handle = await client.start_workflow(workflow_name, json.dumps(job, ensure_ascii=False), id=job["run_id"],
-                                         task_queue=engine.task_queue)
+    handle = await _start_once(client, engine, workflow_name, job)
 
     def put(data: dict[str, Any]) -> None:
         rec = decode(data)
@@ -151,6 +165,23 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
     except WorkflowFailureError as exc:
         raise UsageError(f"the run {job['run_id']} failed on Temporal: {exc.cause or exc}") from None
     return outcome, (time.perf_counter() - start) * 1000
+
+
+async def _start_once(client: Any, engine: "EngineConfig", workflow_name: str, job: dict[str, Any]) -> Any:
+    """Start the job's workflow, once per id ever: when it was started already (a serve that
+    died after starting an emit or a task's firing, before any of its records reached the
+    transcript, and the next serve firing it again), the handle of that one, running or
+    ended, whose records are then read from the first: its steps never run twice."""
+    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    try:
+        return await client.start_workflow(
+            workflow_name, json.dumps(job, ensure_ascii=False), id=job["run_id"], task_queue=engine.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+    except WorkflowAlreadyStartedError:  # it ended already
+        return client.get_workflow_handle(job["run_id"])
 
 
 class _Reader:
