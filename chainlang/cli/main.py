@@ -281,6 +281,26 @@ def emit(name: str, data: str, key: str | None, as_json: bool, transcript: str |
 
 
 @main.command()
+@click.argument("transcript", type=click.Path())
+@click.option("-o", "--output", metavar="FILE.html", help="Where to write it (default: beside the transcript, "
+              "RUN.html; - for stdout).")
+def report(transcript: str, output: str | None) -> None:
+    """Write an HTML report of a run from its transcript.
+
+    One self-contained file: the run's summary, a timeline of its steps (parallel branches
+    in lanes, retries, hook actions), each step's params, result, error and decisions, and
+    the chain's graph. Works for a run under way or interrupted.
+    """
+
+    def body() -> int:
+        from chainlang.cli.report import report_command
+
+        return report_command(transcript, output)
+
+    _guarded(body)
+
+
+@main.command()
 @click.argument("action", type=click.Choice(("list", "show", "cancel", "retry")))
 @click.argument("task_id", required=False)
 @click.option("--status", type=click.Choice(("pending", "active", "completed", "archived", "dead")), default=None,

@@ -219,8 +219,9 @@ def _project_root(start: Path) -> Path:
     return config.root if config is not None else start
 
 
-def _not_a_transcript(where: str) -> str:
-    """The message for `chainlang resume DIR`, naming the newest transcript in it when there is one."""
+def _not_a_transcript(where: str, command: str = "resume") -> str:
+    """The message for `chainlang resume DIR` (or report), naming the newest transcript in it
+    when there is one."""
     newest: tuple[float, str] | None = None
     try:
         with os.scandir(where) as entries:
@@ -231,7 +232,7 @@ def _not_a_transcript(where: str) -> str:
                         newest = (stamp, os.path.join(where.rstrip("/" + os.sep) or where, entry.name))
     except OSError:
         pass
-    hint = f", e.g. the newest one there: chainlang resume {newest[1]}" if newest else " (.chainlang/runs/RUN_ID.jsonl)"
+    hint = f", e.g. the newest one there: chainlang {command} {newest[1]}" if newest else " (.chainlang/runs/RUN_ID.jsonl)"
     return f"{where}: is a directory, not a transcript; give one transcript file{hint}"
 
 
