@@ -14,6 +14,10 @@ Routes:
   stopping (or when the project's hooks have errors; or, with `?wait=1`, status
   `interrupted` when serve stopped past its grace period before the actions ended).
 - `GET /runs/{id}`: a run's state (from its transcript); `GET /healthz`; `GET /metrics`.
+- Pages (chainlang.serve.pages): `GET /` the recent runs and the tasks, `GET /runs/{id}/report`
+  a run's report. With a token, a browser signs in once with `?token=TOKEN` (kept in an
+  HttpOnly, SameSite=Strict cookie, and taken out of the address); the cookie is taken
+  for GET requests only.
 
 Every error is a JSON object `{"error": ...}`; no request can make it print a traceback.
 """
@@ -37,6 +41,8 @@ __all__ = ["MAX_BODY", "make_app"]
 log = logging.getLogger("chainlang.serve")
 
 MAX_BODY = 1024 * 1024  # bytes of an event's payload
+COOKIE = "chainlang_token"  # a browser's token, once it signed in with ?token=
+REFRESH = 5  # seconds between two loads of the page of runs
 _MAX_DEPTH = 64
 
 
@@ -45,15 +51,27 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
 
     expected = f"Bearer {token}".encode("utf-8") if token else None
 
+    def given(value: str) -> bool:
+        return expected is not None and hmac.compare_digest(value.encode("utf-8", "surrogateescape"), expected)
+
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                     ) -> web.StreamResponse:
-        if expected is not None:
-            given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
-            if not hmac.compare_digest(given, expected):
+        if expected is not None and not given(request.headers.get("Authorization", "")):
+            page = request.method == "GET"
+            if page and given(f"Bearer {request.cookies.get(COOKIE, '')}"):
+                pass  # a browser that signed in
+            elif page and "token" in request.query and given(f"Bearer {request.query['token']}"):
+                # a link with the token: keep it in a cookie, and take it out of the address
+                rest = request.rel_url.with_query([(k, v) for k, v in request.query.items() if k != "token"])
+                moved = web.HTTPSeeOther(str(rest))
+                moved.set_cookie(COOKIE, request.query["token"], httponly=True, samesite="Strict", path="/")
+                return moved
+            else:
                 engine.metrics.rejected.labels(reason="unauthorized").inc()
                 return _json(401, {"error": "this serve needs a bearer token: send Authorization: Bearer TOKEN "
-                                            "(the value of the variable [serve] token_env names)"},
+                                            "(the value of the variable [serve] token_env names); in a browser, "
+                                            "open the page once with ?token=TOKEN"},
                              headers={"WWW-Authenticate": "Bearer"})
         try:
             return await handler(request)
@@ -130,12 +148,64 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
             log.warning("metrics: the queue depth could not be read: %s", exc)
         return web.Response(body=engine.metrics.text(), headers={"Content-Type": CONTENT_TYPE})
 
+    async def home(request: web.Request) -> web.StreamResponse:
+        from chainlang.serve.pages import list_runs, list_tasks, runs_page
+
+        try:
+            limit = int(request.query.get("limit", "100"))
+        except ValueError:
+            limit = 100
+
+        def page() -> str:
+            try:
+                tasks, trouble = list_tasks(engine.store), None
+            except Exception as exc:  # a StoreError: the runs are still worth showing
+                tasks, trouble = None, _short(exc)
+            return runs_page(engine.root, list_runs(engine.runs_dir, limit), tasks, trouble,
+                             refresh=None if request.query.get("refresh") == "0" else REFRESH)
+
+        return _html(200, await asyncio.to_thread(page))
+
+    async def run_report(request: web.Request) -> web.StreamResponse:
+        import secrets
+
+        from chainlang.pipeline import UsageError
+        from chainlang.report import report_html, report_of
+        from chainlang.serve.pages import RUN_ID
+
+        run_id = request.match_info["run_id"]
+        where = engine.runs_dir / f"{run_id}.jsonl"
+        if not RUN_ID.fullmatch(run_id) or not where.is_file():
+            return _json(404, {"error": f"no run {run_id!r} in this project"})
+        nonce = secrets.token_urlsafe(16)
+
+        def page() -> str:
+            return report_html(report_of(where, trusted=engine.root), live=True, home="../../", nonce=nonce)
+
+        try:
+            return _html(200, await asyncio.to_thread(page), nonce)
+        except UsageError as exc:
+            return _json(422, {"error": str(exc)})
+
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
+    app.router.add_get("/", home)
+    app.router.add_get("/runs/{run_id}/report", run_report)
     app.router.add_post("/events/{name}", post_event)
     app.router.add_get("/runs/{run_id}", get_run)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     return app
+
+
+def _html(code: int, text: str, nonce: str | None = None) -> "web.Response":
+    """A page: no script but the one its nonce names, no network, not framed, not cached."""
+    from aiohttp import web
+
+    script = f"'nonce-{nonce}'" if nonce else "'none'"
+    return web.Response(status=code, text=text, content_type="text/html", charset="utf-8", headers={
+        "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; script-src {script}; "
+                                   "img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
 
 def _json(code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> "web.Response":
