@@ -16,34 +16,20 @@ from tests.hooks_util import cli, show
 TOOLS = Path(__file__).resolve().parent / "run" / "run_tools.py"
 NOW = "2026-11-20T09:00:00+00:00"
 
-# the run of the docs' screenshots (docs/guides/looking-at-runs.md shows this chain)
-DEMO = """\
-chain: orders.review
-description: Look at today's orders, retry the flaky supplier, let the rules decide, audit by a hook.
-inputs:
-  n: {type: integer, default: 7}
-steps:
-  - test.echo: {value: start}
-  - [test.sleep: {seconds: 0.3, label: stock}, {id: prices, event: test.sleep, params: {seconds: 0.15, label: prices}}]
-  - id: each
-    foreach: "[1, 2, 3]"
-    test.add: {a: "{item}", b: 10}
-  - id: supplier
-    event: test.flaky
-    params: {succeed_on: 2}
-    retry: {attempts: 3, delay: 100ms}
-  - id: big
-    event: test.echo
-    params: {value: "{inputs.n} orders"}
-    decide: "inputs.n > 5"
-  - user.notify: {message: "reviewed {each.result | length} orders"}
-hooks:
-  - id: audit
-    trigger: post:test.flaky
-    action:
-      - test.sleep: {seconds: 0.1, label: audited}
-outputs: {sums: "{each.result}", supplier: "{supplier.result}"}
-"""
+REPO = Path(__file__).resolve().parent.parent
+GUIDE = REPO / "docs" / "guides" / "looking-at-runs.md"
+
+
+def _demo() -> str:
+    """The chain of the guide (the yaml block after `<!-- report-demo -->`): the run its text
+    describes and its screenshots show is this one."""
+    text = GUIDE.read_text(encoding="utf-8")
+    after = text[text.index("<!-- report-demo -->"):]
+    start = after.index("```yaml\n") + len("```yaml\n")
+    return after[start:after.index("```", start)]
+
+
+DEMO = _demo()
 
 
 def demo_project(directory: Path) -> Path:

@@ -79,6 +79,11 @@ def report_of(path: Path, *, trusted: Path | None = None) -> Page:
         notes.append(verdict)
     report = build(transcript.records, held=held(path), notes=notes)
     graph, why = _graph(transcript.started, trusted)
+    if trusted is not None and report.summary.get("file"):  # the project's files by their names in it
+        try:
+            report.summary["file"] = Path(report.summary["file"]).resolve().relative_to(trusted.resolve()).as_posix() or "."
+        except (ValueError, OSError):
+            pass
     return Page(report, graph, why, str(path))
 
 

@@ -57,6 +57,8 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                     ) -> web.StreamResponse:
+        if request.path == "/favicon.ico":  # what a browser asks for on its own, token or not: nothing
+            return web.Response(status=204)
         if expected is not None and not given(request.headers.get("Authorization", "")):
             page = request.method == "GET"
             if page and given(f"Bearer {request.cookies.get(COOKIE, '')}"):

@@ -135,5 +135,5 @@ def runs_page(project: Path, runs: list[dict[str, Any]], tasks: list[dict[str, A
     from chainlang.report.page import templates
 
     return templates().get_template("runs.html.j2").render(
-        project=str(project), runs=runs, tasks=tasks, tasks_error=tasks_error, refresh=refresh, nonce=nonce,
+        project=project.name or str(project), runs=runs, tasks=tasks, tasks_error=tasks_error, refresh=refresh, nonce=nonce,
         made=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))

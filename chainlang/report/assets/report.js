@@ -62,11 +62,14 @@
   });
   document.addEventListener("keydown", function (e) { if (e.key === "Escape") panel.hidden = true; });
 
-  var m = /step=([^&]*)(?:&attempt=(\d+))?/.exec(location.hash);
-  if (m) {
+  function fromAddress() {  // #step=PATH&attempt=N: a link to an attempt
+    var m = /step=([^&]*)(?:&attempt=(\d+))?/.exec(location.hash);
+    if (!m) return;
     var step = decodeURIComponent(m[1]), want = m[2] ? Number(m[2]) : null;
     for (var i = attempts.length - 1; i >= 0; i--) {
-      if (attempts[i].step === step && (want === null || attempts[i].attempt === want)) { open(i); break; }
+      if (attempts[i].step === step && (want === null || attempts[i].attempt === want)) { open(i); return; }
     }
   }
+  window.addEventListener("hashchange", fromAddress);
+  fromAddress();
 }());
