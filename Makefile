@@ -57,6 +57,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/serve_bench.py
 	$(BIN)/python benchmarks/agents_bench.py
 	$(BIN)/python benchmarks/temporal_bench.py
+	$(BIN)/python benchmarks/report_bench.py
 
 clean:
 	rm -rf $(VENV) site dist build .pytest_cache

@@ -64,49 +64,54 @@ def report_of(path: Path, *, trusted: Path | None = None) -> Page:
     UsageError for a file that is not a readable transcript."""
     from chainlang.journal.reader import TranscriptError, read_transcript
 
-    try:
-        transcript = read_transcript(path)
+    notes = []
+    key, why = _key(path)
+    try:  # one reading, the seals checked along (the reading without them only when they fail)
+        try:
+            transcript = read_transcript(path, key=key)
+        except TranscriptError as exc:
+            if key is None:
+                raise
+            transcript = read_transcript(path)
+            why = (f"The transcript's seals do not verify with its project's key: {exc}. It was changed after it "
+                   "was written; what it says may not be what ran.")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
         raise UsageError(f"not a transcript chainlang can read: {exc}") from None
-    notes = []
     if transcript.torn_tail:
         notes.append("The transcript's last line was cut off while it was written (a crash or a kill); it is "
                      "not shown.")
-    verdict = _seals(path, transcript.started)
-    if verdict:
-        notes.append(verdict)
+    if why:
+        notes.append(why)
     report = build(transcript.records, held=held(path), notes=notes)
-    graph, why = _graph(transcript.started, trusted)
+    graph, graph_note = _graph(transcript.started, trusted)
     if trusted is not None and report.summary.get("file"):  # the project's files by their names in it
         try:
-            report.summary["file"] = Path(report.summary["file"]).resolve().relative_to(trusted.resolve()).as_posix() or "."
+            inside = Path(report.summary["file"]).resolve().relative_to(trusted.resolve())
+            report.summary["file"] = inside.as_posix() or "."
         except (ValueError, OSError):
             pass
-    return Page(report, graph, why, str(path))
+    return Page(report, graph, graph_note, str(path))
 
 
-def _seals(path: Path, started: dict[str, Any]) -> str | None:
-    """A note when the transcript's seals do not verify with its project's key."""
+def _key(path: Path) -> tuple[bytes | None, str | None]:
+    """The key of the project that ran the transcript's run (found from the file its first
+    record names), or None and why not."""
     from chainlang.config.project import find_project_config
     from chainlang.journal.integrity import IntegrityError, load_key
-    from chainlang.journal.reader import TranscriptError, read_transcript
     from chainlang.registry.errors import RegistryError
 
-    start = Path(str(started.get("file", "")))
-    start = start if started.get("emit") else start.parent
+    missing = "Not verified: the project's transcript key is not where the run's file is; shown as it is."
     try:
+        with path.open("rb") as f:
+            started = json.loads(f.readline(256 * 1024))
+        start = Path(str(started.get("file", "")))
+        start = start if started.get("emit") else start.parent
         config = find_project_config(start) if start.is_dir() else None
-        key = load_key(config.root if config is not None else start, create=False)
-    except (IntegrityError, RegistryError, OSError):
-        return "Not verified: the project's transcript key is not where the run's file is; shown as it is."
-    try:
-        read_transcript(path, key=key)
-    except (TranscriptError, OSError) as exc:
-        return f"The transcript's seals do not verify with its project's key: {exc}. It was changed after it was " \
-               "written; what it says may not be what ran."
-    return None
+        return load_key(config.root if config is not None else start, create=False), None
+    except (IntegrityError, RegistryError, OSError, ValueError, AttributeError, RecursionError):
+        return None, missing
 
 
 def _graph(started: dict[str, Any], trusted: Path | None) -> tuple[dict[str, Any] | None, str | None]:
