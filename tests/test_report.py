@@ -171,3 +171,19 @@ def test_what_cannot_be_reported_is_said(demo: Path, args: list[str], message: s
     made = cli(demo, "report", *args)
     assert made.returncode == 2 and message in made.stderr, show(made)
     assert_clean(made)
+
+
+def test_a_cancelled_step_and_the_failure_that_cancelled_it_are_both_shown(tmp_path: Path) -> None:
+    project = demo_project(tmp_path / "p")
+    (project / "cut.chain.yaml").write_text(
+        "steps:\n  - [test.fail: {message: the supplier is down}, test.sleep: {seconds: 30}]\n", encoding="utf-8")
+    ran = cli(project, "run", "cut.chain.yaml", "--transcript", "cut.jsonl")
+    assert ran.returncode == 1, show(ran)
+    made = cli(project, "report", "cut.jsonl", "-o", "-")
+    page = dom(made.stdout)
+    assert page.one(id="run-status").all_text() == "failed"
+    assert "the supplier is down" in page.one(id="run-error").all_text()
+    bars = {bar.attrs["data-step"]: bar.attrs["class"] for bar in page.find_all("button", class_="bar")}
+    assert "s-failed" in bars["1.1"] and "s-cancelled" in bars["1.2"]
+    cancelled = next(a for a in island(page)["attempts"] if a["step"] == "1.2")
+    assert "another branch failed" in cancelled["error"]["message"]  # why it was cancelled
