@@ -104,6 +104,14 @@ def test_a_report_of_a_parallel_group_a_retry_a_decide_and_a_hook(page: Any, tmp
     page.locator(".lane-hooks .bar").click()
     assert "action of hook audit" in page.text_content(".detail-status")
     assert page.locator(".fire[data-hook=audit]").count() == 1
+    # the timeline zooms: twice in is four times as wide, scrolled; fit is the whole run again
+    fitted = page.locator("#chart-inner").bounding_box()["width"]
+    page.locator('[data-zoom="in"]').click()
+    page.locator('[data-zoom="in"]').click()
+    assert page.text_content("#zoom-level") == "4\u00d7"
+    assert abs(page.locator("#chart-inner").bounding_box()["width"] - 4 * fitted) < 2
+    page.locator('[data-zoom="fit"]').click()
+    assert abs(page.locator("#chart-inner").bounding_box()["width"] - fitted) < 2
     # opened at a link to a step: its details at once
     page.goto((project / "review.html").as_uri() + "#step=4&attempt=1")
     assert "attempt 1 failed" in page.text_content(".detail-error")

@@ -62,6 +62,23 @@
   });
   document.addEventListener("keydown", function (e) { if (e.key === "Escape") panel.hidden = true; });
 
+  // zoom: the timeline's width, 1x to 256x the page's, kept centred on what was in view
+  var inner = document.getElementById("chart-inner"), chart = inner.parentNode, zoom = 1;
+  function setZoom(next) {
+    next = Math.max(1, Math.min(256, next));
+    var middle = (chart.scrollLeft + chart.clientWidth / 2) / inner.offsetWidth;
+    zoom = next;
+    inner.style.width = (zoom * 100) + "%";
+    chart.scrollLeft = middle * inner.offsetWidth - chart.clientWidth / 2;
+    document.getElementById("zoom-level").textContent = zoom + "\u00d7";
+  }
+  document.querySelectorAll("[data-zoom]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var how = button.getAttribute("data-zoom");
+      setZoom(how === "in" ? zoom * 2 : how === "out" ? zoom / 2 : 1);
+    });
+  });
+
   function fromAddress() {  // #step=PATH&attempt=N: a link to an attempt
     var m = /step=([^&]*)(?:&attempt=(\d+))?/.exec(location.hash);
     if (!m) return;
