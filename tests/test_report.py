@@ -187,3 +187,43 @@ def test_a_cancelled_step_and_the_failure_that_cancelled_it_are_both_shown(tmp_p
     assert "s-failed" in bars["1.1"] and "s-cancelled" in bars["1.2"]
     cancelled = next(a for a in island(page)["attempts"] if a["step"] == "1.2")
     assert "another branch failed" in cancelled["error"]["message"]  # why it was cancelled
+
+
+def test_a_run_killed_then_resumed_is_shown_whole_with_where_it_was_resumed(tmp_path: Path) -> None:
+    """SIGKILL in the middle of a step: the report says interrupted, with the step cut off; after
+    `chainlang resume`, one report of the whole run, the resumption marked on the timeline."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.hooks_util import clean_env, command
+
+    project = demo_project(tmp_path / "p")
+    (project / "slow.chain.yaml").write_text(
+        "steps:\n  - test.echo: {value: before}\n  - test.pid_once: {name: slow.pid}\n  - test.echo: {value: after}\n",
+        encoding="utf-8")
+    proc = subprocess.Popen(command("run", "slow.chain.yaml", "--transcript", "slow.jsonl"), cwd=project,
+                            env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        marker, deadline = project / ".chainlang" / "state" / "slow.pid", time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not reach its slow step"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    cut = dom(cli(project, "report", "slow.jsonl", "-o", "-").stdout)
+    assert cut.one(id="run-status").all_text() == "interrupted"
+    assert [(a["step"], a["status"]) for a in island(cut)["attempts"]] == [("1", "ok"), ("2", "interrupted")]
+    resumed = cli(project, "resume", "slow.jsonl")
+    assert resumed.returncode == 0, show(resumed)
+    whole = dom(cli(project, "report", "slow.jsonl", "-o", "-").stdout)
+    assert whole.one(id="run-status").all_text() == "ok"
+    assert [(a["step"], a["status"]) for a in island(whole)["attempts"]] == [
+        ("1", "ok"), ("2", "interrupted"), ("2", "ok"), ("3", "ok")]
+    assert len(whole.find_all("span", class_="restart")) == 1 and "1 time(s)" in whole.all_text()
+    cut_off = island(whole)["attempts"][1]
+    restart = min(a["start_ms"] for a in island(whole)["attempts"][2:])
+    assert cut_off["end_ms"] <= restart  # its bar ends where the killed process stopped writing

@@ -92,12 +92,16 @@ def build(records: list[dict[str, Any]], *, held: bool = False, notes: list[str]
     latest: dict[str, dict[str, Any]] = {}  # step path → its last attempt
     pending: dict[str, list[dict[str, Any]]] = {}  # decisions waiting for their attempt
     hooks: list[dict[str, Any]] = []
+    before = 0.0  # when the record before this one was written
     for rec in records:
         kind = rec["type"]
         at = _ms(rec["ts"]) - t0
         if kind == "run_started" and rec is not started:
             restarts.append(at)
             finished = None
+            for cut in open_.values():  # the attempts the stop cut off end where the records did
+                cut.update(status="interrupted", end_ms=max(before, cut["start_ms"]))
+            open_.clear()
         elif kind == "step_started":
             attempt = {"i": len(attempts), "step": rec["step"], "event": rec["event"], "attempt": rec["attempt"],
                        "max": rec.get("max_attempts"), "start_ms": at, "end_ms": None, "status": None,
@@ -137,6 +141,7 @@ def build(records: list[dict[str, Any]], *, held: bool = False, notes: list[str]
                 latest[rec["step"]]["fired"].append({"hook": rec.get("hook"), "at_ms": at, "when": rec.get("when")})
         elif kind == "run_finished":
             finished = rec
+        before = max(before, at)
     status = run_state(finished, held)
     span = max(last - t0, 1.0)
     for attempt in attempts:
