@@ -164,6 +164,19 @@ steps:
   - chain.run: {path: lib/slow.chain.yaml}
     timeout: 1s
 """, 1),
+    # {thread.ID.KEY}: read ahead by activities on Temporal, and again after each step
+    "thread-references": ("""
+inputs:
+  thread_id: {type: string, default: plan-1}
+steps:
+  - user.notify: {message: "about {thread['plan-1'].summary}"}
+  - test.echo: {value: first}
+  - user.notify: {message: "the last echo: {thread['plan-1'].test.echo}"}
+  - test.echo: {value: second}
+  - user.notify: {message: "{thread['plan-1'].no_such_key}"}
+    on_error: continue
+outputs: {summary: "{thread['plan-1'].summary}", echo: "{thread['plan-1'].test.echo}"}
+""", 0),
     "progress-and-clock": ("""
 steps:
   - test.progress
@@ -205,6 +218,7 @@ hooks:
     trigger: post:order.placed
     action:
       - test.echo: {value: "{item}"}
+      - user.notify: {message: "{item} for {thread['plan-1'].summary}"}
 """
 
 DOUBLE = """
@@ -223,7 +237,7 @@ inputs:
   x: {type: integer}
 steps:
   - math.double: {x: "{inputs.x}"}
-  - user.notify: {message: "nested {math.double.value}"}
+  - user.notify: {message: "nested {math.double.value}, the plan is {thread['plan-1'].status}"}
 hooks:
   - id: shout
     trigger: pre:user.notify
@@ -326,13 +340,15 @@ def test_an_emit_fires_the_same_hooks_on_both_engines(engines: tuple[Path, Path]
 
 
 def test_check_tells_what_the_temporal_engine_cannot_run(engines: tuple[Path, Path]) -> None:
-    _, temporal = engines
-    (temporal / "agents.chain.yaml").write_text(
-        "steps:\n  - user.notify: {message: \"{thread['plan-1'].summary}\"}\n", encoding="utf-8")
-    proc = cli(temporal, "check", "agents.chain.yaml")
-    assert proc.returncode == 1 and "CL038 not-on-engine" in proc.stdout, show(proc)
-    ran = cli(temporal, "run", "agents.chain.yaml")
+    embedded, temporal = engines
+    long_run = "limits: {max_steps: 20000}\nsteps:\n  - test.echo: {value: 1}\n"
+    for project in engines:
+        (project / "long.chain.yaml").write_text(long_run, encoding="utf-8")
+    proc = cli(temporal, "check", "long.chain.yaml")
+    assert proc.returncode == 1 and "CL038 not-on-engine" in proc.stdout and "51,200 events" in proc.stdout, show(proc)
+    ran = cli(temporal, "run", "long.chain.yaml")
     assert ran.returncode == 1 and "CL038" in ran.stdout + ran.stderr, show(ran)
+    assert cli(embedded, "check", "long.chain.yaml").returncode == 0  # the embedded engine has no such bound
 
 
 def test_an_unreachable_server_is_a_usage_error(tmp_path: Path) -> None:

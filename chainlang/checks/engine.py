@@ -1,6 +1,8 @@
 """CL038: in a project whose chainlang.toml runs chains on Temporal (`[engine] kind =
-"temporal"`), a step (or a hook's action) calls an event that engine cannot run yet
-(chainlang.engine.temporal.support): told by the checker, before a run fails on it. A
+"temporal"`), a chain that engine cannot run as it is written: its `limits.max_steps`
+allows a run longer than one workflow's history holds (Temporal ends a workflow past
+51,200 events), or a step (or a hook's action) calls an event the engine cannot run
+(chainlang.engine.temporal.support). Told by the checker, before a run fails on it. A
 chain file outside any project is not reported."""
 
 from __future__ import annotations
@@ -41,16 +43,17 @@ def check(ctx: CheckContext) -> None:
     config = _temporal_project(directory)
     if config is None:
         return
-    from chainlang.engine.temporal.support import THREAD_REFERENCES, unsupported
+    from chainlang.engine.temporal.support import MAX_STEPS_IN_ONE_HISTORY, unsupported
 
-    for info in ctx.analysis.refs:
-        if info.kind == "thread":
-            site, ref = info.site, info.ref
-            text = site.node.text[site.base + ref.start:site.base + ref.end] if hasattr(site.node, "text") else "thread"
-            ctx.report(rules.NOT_ON_ENGINE, f"{{{text}}} cannot be read on the Temporal engine yet ({THREAD_REFERENCES})",
-                       ctx.expr_span(site.node, site.base + ref.start, site.base + ref.end),
-                       'run this chain on the embedded engine (a project without [engine] kind = "temporal"), or '
-                       "read the thread with a step (thread.summarize, memory.search) and use its result")
+    limits = ctx.chain.limits
+    where = limits.node.get("max_steps") if limits.node is not None else None
+    if ctx.chain.kind == "chain" and where is not None and limits.max_steps > MAX_STEPS_IN_ONE_HISTORY:
+        ctx.report(rules.NOT_ON_ENGINE,
+                   f"limits.max_steps = {limits.max_steps:,} allows a run longer than one Temporal workflow holds: "
+                   f"Temporal ends a workflow whose history passes 51,200 events, about "
+                   f"{MAX_STEPS_IN_ONE_HISTORY:,} steps of one chain",
+                   where, f"keep max_steps at {MAX_STEPS_IN_ONE_HISTORY:,} or less, and move the repeated steps into "
+                          "a named chain: each call of it runs as a child workflow, with a history of its own")
     steps = walk_steps(ctx.chain.steps) + [s for hook in ctx.chain.hooks for s in walk_steps(hook.action)]
     for step in steps:
         if not isinstance(step, EventStep) or not step.event or step.event_node is None:

@@ -97,6 +97,8 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
     # a retry's chain is another chain (the model answered again): its steps get paths of their
     # own (`4#2/1`), so a resume never takes the first attempt's steps for its own
     prefix = f"{ipath}/" if attempt == 1 else f"{ipath}#{attempt}/"
+    if run.read_ahead is not None:  # the Temporal engine reads its thread references first
+        await run.read_ahead([graph])
     sub = ChainRun(run, graph, {}, depth=caller.depth + 1, prefix=prefix, allow=caller.allow,
                    depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
                    hook_inputs=caller.hook_inputs)

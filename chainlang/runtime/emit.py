@@ -274,11 +274,12 @@ async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], reco
                      clock: Any, decider: Any, notify: Callable[[str], None], *, replay: "Replay | None" = None,
                      commit: Callable[[], None] = lambda: None, top: "tuple[CompiledHook, ...] | None" = None,
                      interrupted: str = "the emit was interrupted", executor: Any = None,
-                     recorder: Any = None) -> tuple[str, list[dict[str, Any]], dict[str, Any] | None]:
+                     recorder: Any = None, references: Any = None) -> tuple[str, list[dict[str, Any]], dict[str, Any] | None]:
     """Fire the hooks of one emit (`header["emit"]`) and wait for their actions, every
     record to `record`, from `run_started` to `run_finished`: (status, fired, error). The
     engines differ in `executor` (None: the tools in this process; the Temporal workflow's
-    runs them as activities) and `recorder` (the ThreadRecorder class)."""
+    runs them as activities), `recorder` (the ThreadRecorder class) and `references` (what
+    `{thread.ID.KEY}` reads: the store, or the Temporal workflow's values read ahead)."""
     import asyncio
 
     from chainlang.compile import ExecutionGraph
@@ -325,7 +326,9 @@ async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], reco
     actions = state.actions = HookActions(state)
     start = perf()
     status, error = "failed", None
-    linked = CURRENT.set(link)
+    if references is not None:
+        state.read_ahead = references.ahead
+    linked = CURRENT.set(references if references is not None else link)
     try:
         started = decode({"type": "run_started", **header})
         assert isinstance(started, RunStarted)

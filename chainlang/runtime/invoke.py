@@ -121,6 +121,8 @@ async def run_subchain(caller: "ChainRun", rt: "EventRuntime", params: dict[str,
 
         return await run_agent_chain(caller, rt, params, ipath, attempt)
     target, graph, inputs = subchain_call(caller, rt, params, ipath)
+    if caller.run.read_ahead is not None:  # the Temporal engine reads its thread references first
+        await caller.run.read_ahead([graph])
     # the hooks in force in the caller stay in force (and the sub-chain's own join them)
     sub = ChainRun(caller.run, graph, inputs, depth=caller.depth + 1, prefix=ipath + "/", allow=caller.allow,
                    depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,

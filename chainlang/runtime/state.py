@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from chainlang.journal.records import Clock
 from chainlang.runtime.context import Clock as RunClock
@@ -55,6 +55,9 @@ class RunState:
     # makes the executor of each chain run: None is chainlang.runtime.invoke.LocalExecutor (tools in
     # this process); the Temporal engine gives one that runs each attempt as an activity
     executor: "Callable[[Any], Any] | None" = None
+    # awaited with a chain loaded during the run, before its steps run: the Temporal engine reads
+    # its {thread.ID.KEY} references there (chainlang.engine.temporal.threadrefs); None elsewhere
+    read_ahead: "Callable[[list[ExecutionGraph]], Awaitable[None]] | None" = None
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
 
     def merged_hooks(self, outer: "HookSet | None", own: "HookSet") -> "HookSet":

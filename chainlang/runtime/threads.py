@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from chainlang.expr.ast import Index, Key, Name
 from chainlang.expr.errors import ExprEvalError
@@ -51,7 +51,14 @@ NOT_RECORDED = frozenset({"thread.summarize"})  # its result is the thread's own
 ATTACHING = ("continue", "new")  # the thread.match actions that attach a run that is not attached
 SHOWN = 5  # the active threads an error names
 
-CURRENT: ContextVar["ThreadLink | None"] = ContextVar("chainlang_thread_link", default=None)
+class ThreadReader(Protocol):
+    """What `{thread.ID.KEY}` reads through: the run's ThreadLink (the store), or on Temporal
+    the values read ahead by activities (chainlang.engine.temporal.threadrefs.Snapshot)."""
+
+    def read(self, thread_id: str, rest: tuple[Any, ...], shown: str) -> Any: ...
+
+
+CURRENT: ContextVar["ThreadReader | None"] = ContextVar("chainlang_thread_link", default=None)
 
 
 class ThreadLink:

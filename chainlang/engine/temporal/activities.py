@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
+from chainlang.engine.temporal.threadrefs import READS_ACTIVITY, read_on_worker
+
 if TYPE_CHECKING:
     from chainlang.llm.tiers import ModelTiers
     from chainlang.runtime.decide.decision import Fallback
     from chainlang.registry.registry import Registry
 
-__all__ = ["HEARTBEAT_EVERY", "THREAD_ACTIVITY", "TOOL_ACTIVITY", "WorkerProject", "add_thread_event", "run_tool",
-           "use_project"]
+__all__ = ["HEARTBEAT_EVERY", "THREAD_ACTIVITY", "TOOL_ACTIVITY", "WorkerProject", "add_thread_event", "read_threads",
+           "run_tool", "use_project"]
 
 TOOL_ACTIVITY = "chainlang.tool"
 THREAD_ACTIVITY = "chainlang.thread_event"
@@ -151,6 +153,8 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
     if service is not None and recorder is not None:
         out["models"] = recorder.records
         out["used"] = [service.budget.calls, service.budget.tokens]
+    if call.get("reads"):  # the run's thread references, as they are now the tool has run
+        out["reads"] = await asyncio.to_thread(read_on_worker, project.root, call["reads"])
     return out
 
 
@@ -162,13 +166,24 @@ async def add_thread_event(text: str) -> str:
     from chainlang.tasks.stored import project_store
 
     event = json.loads(text)
+    root = current_project().root
     try:
-        with project_store(current_project().root) as store:
+        with project_store(root) as store:
             store.add_event(event["thread"], event["event"], event["result"], event["run_id"], event["path"],
                             key=event["key"], at=datetime.fromisoformat(event["at"]))
     except StoreError as exc:
         return json.dumps({"error": str(exc)})
+    if event.get("reads"):  # the run's thread references, with this event in the thread
+        return json.dumps({"reads": await asyncio.to_thread(read_on_worker, root, event["reads"])}, ensure_ascii=False)
     return "{}"
+
+
+@activity.defn(name=READS_ACTIVITY)
+async def read_threads(text: str) -> str:
+    """The values of thread references (chainlang.engine.temporal.threadrefs), read from the
+    worker's store: {key: {value} or {error}} as JSON text."""
+    return json.dumps(await asyncio.to_thread(read_on_worker, current_project().root, json.loads(text)),
+                      ensure_ascii=False)
 
 
 def _report(progress: list[list[Any]], message: str, fraction: float | None = None) -> None:

@@ -140,12 +140,13 @@ class SubchainWorkflow(_Recording):
 
 async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str, Any]:
     """The sub-chain's steps under the run's counters; what it used goes back to the parent."""
+    from chainlang.engine.temporal.threadrefs import Snapshot
     from chainlang.runtime.hooks import HookActions
     from chainlang.runtime.models import run_models
     from chainlang.runtime.outcomes import TIMER, ChainLoadError, LimitExceeded
     from chainlang.runtime.runner import STATE_DIR, with_hook_actions
     from chainlang.runtime.state import RunState
-    from chainlang.runtime.threads import ThreadLink
+    from chainlang.runtime.threads import CURRENT, ThreadLink
     from chainlang.runtime.walk import ChainRun
 
     def invalid(message: str) -> dict[str, Any]:
@@ -182,6 +183,10 @@ async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str,
     state.models.budget.calls, state.models.budget.tokens = calls, tokens
     actions = state.actions = HookActions(state)
     TIMER.set(workflow.time)
+    snapshot = Snapshot()  # {thread.ID.KEY}: read by activities, before the steps and after each
+    state.read_ahead = snapshot.ahead
+    CURRENT.set(snapshot)
+    await snapshot.ahead([caller for caller, _ in levels] + [graph])
     hooks, hook_inputs = None, {}  # the callers' hooks, merged as the walker merges them
     for caller, given in levels:
         if caller.hook_set:

@@ -6,9 +6,13 @@ these as child workflows) is the same. Each tool attempt is an activity, with th
 context of the embedded engine, so the events of the project's store (task.*, memory.*, thread.*) run there too,
 on the worker's store: give every worker the same one (a PostgreSQL `[store] url`, or one
 host). Model calls are activities (chainlang.engine.temporal.models), under the run's
-budget. A run attached to a thread records its steps there by activities too. What is not
-there yet: `{thread.ID.KEY}` references, which read the store while an expression is
-evaluated (in the workflow, where a read must be the same on every replay).
+budget. A run attached to a thread records its steps there by activities too, and
+`{thread.ID.KEY}` references are read ahead by activities (chainlang.engine.temporal.threadrefs).
+
+What one workflow cannot hold is a run of too many steps: Temporal ends a workflow whose
+history passes 51,200 events, and a step takes from about 3 (an activity scheduled,
+started, completed) to 6 (with the workflow task that follows it). A named chain's steps
+are in the history of their own child workflow.
 """
 
 from __future__ import annotations
@@ -27,4 +31,4 @@ def unsupported(spec: "EventSpec", config: "ProjectConfig | None") -> str | None
     return None
 
 
-THREAD_REFERENCES = "a thread reference reads the project's store while an expression is evaluated, in the workflow"
+MAX_STEPS_IN_ONE_HISTORY = 8_000  # 51,200 events at about 6 a step, with room for timers and markers

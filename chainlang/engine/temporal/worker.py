@@ -39,7 +39,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
                          "a worker serves a project that runs on Temporal")
     from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-    from chainlang.engine.temporal.activities import WorkerProject, add_thread_event, run_tool, use_project
+    from chainlang.engine.temporal.activities import WorkerProject, add_thread_event, read_threads, run_tool, use_project
     from chainlang.engine.temporal.models import ask_model
     from chainlang.engine.temporal.children import SubchainWorkflow
     from chainlang.engine.temporal.workflow import ChainWorkflow, EmitWorkflow
@@ -56,7 +56,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     client = await connect(config.engine)
     worker = Worker(
         client, task_queue=config.engine.task_queue, workflows=[ChainWorkflow, EmitWorkflow, SubchainWorkflow],
-        activities=[run_tool, ask_model, add_thread_event],
+        activities=[run_tool, ask_model, add_thread_event, read_threads],
         # the walker is the workflow code: it runs on Temporal's deterministic loop, outside the
         # sandbox, which would re-import chainlang (and the project's tools) for every run
         workflow_runner=UnsandboxedWorkflowRunner(),

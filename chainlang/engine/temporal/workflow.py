@@ -30,6 +30,7 @@ from chainlang.runtime.threads import ThreadRecorder
 
 if TYPE_CHECKING:
     from chainlang.engine.temporal.children import Children
+    from chainlang.engine.temporal.threadrefs import Snapshot
     from chainlang.runtime.calls import Watch
     from chainlang.runtime.events import EventRuntime
     from chainlang.runtime.prepare import Prepared
@@ -87,10 +88,12 @@ class ActivityExecutor:
         if budget is not None:  # what the tool's own model calls may spend of the run's budget
             left = [None if budget.max_calls is None else budget.max_calls - budget.calls,
                     None if budget.max_tokens is None else budget.max_tokens - budget.tokens - budget.reserved]
+        snapshot = _snapshot()
         call = {
             "event": rt.spec.name, "params": params, "run_id": run.run_id, "chain": self.chain.graph.name,
             "step": ipath, "attempt": attempt, "now": self.pinned, "captured": run.captured.get(ipath, {}),
             "allow": [list(group) for group in self.chain.allow], "budget": left,
+            "reads": snapshot.wanted() if snapshot is not None else None,
         }
         try:
             # JSON text both ways: Temporal's converter would sort the keys of every mapping
@@ -104,6 +107,8 @@ class ActivityExecutor:
             if isinstance(exc.cause, TemporalCancelled):
                 raise asyncio.CancelledError() from None  # the step's timeout, or the run stopping: as in the walker
             raise ValueError(f"the workers could not finish the step: {exc.cause or exc}") from None
+        if snapshot is not None:
+            snapshot.update(out.get("reads"))
         for data in out.get("models") or ():  # the model calls the tool made, recorded as the run's
             run.record(decode(data))
         if budget is not None:
@@ -131,17 +136,30 @@ class ActivityThreadRecorder(ThreadRecorder):
         from chainlang.runtime.outcomes import StepFailed, error_of
 
         link = self.link
+        snapshot = _snapshot()
         event = {"thread": link.thread, "event": step.event, "result": result, "run_id": link.run_id,
-                 "path": step.path, "key": link.ids.of(step), "at": link.clock.now().isoformat()}
+                 "path": step.path, "key": link.ids.of(step), "at": link.clock.now().isoformat(),
+                 "reads": snapshot.wanted() if snapshot is not None else None}
         out = json.loads(await workflow.execute_activity(
             THREAD_ACTIVITY, json.dumps(event, ensure_ascii=False), start_to_close_timeout=timedelta(minutes=1),
             retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
             summary=f"{step.path} into thread {link.thread}",
         ))
+        if snapshot is not None:
+            snapshot.update(out.get("reads"))
         if out.get("error"):
             raise StepFailed(step.path, step.event, error_of(
                 "thread", f"{step.event} ended ok, but its result could not be added to the thread "
                           f"{link.thread!r}: {out['error']}"))
+
+
+def _snapshot() -> "Snapshot | None":
+    """The run's thread references read ahead, in this workflow (chainlang.engine.temporal.threadrefs)."""
+    from chainlang.engine.temporal.threadrefs import Snapshot
+    from chainlang.runtime.threads import CURRENT
+
+    current = CURRENT.get()
+    return current if isinstance(current, Snapshot) else None
 
 
 class _Recording:
@@ -197,7 +215,9 @@ class ChainWorkflow(_Recording):
 
     async def _run(self, job: dict[str, Any]) -> dict[str, Any]:
         from chainlang.engine.temporal.children import Children
+        from chainlang.engine.temporal.threadrefs import Snapshot
         from chainlang.journal.records import RunFinished, RunStarted, decode
+        from chainlang.runtime.threads import CURRENT
         from chainlang.runtime.hooks import HookActions
         from chainlang.runtime.models import run_models
         from chainlang.runtime.outcomes import TIMER, LimitExceeded
@@ -237,6 +257,10 @@ class ChainWorkflow(_Recording):
         started = decode({"type": "run_started", **header})
         assert isinstance(started, RunStarted)
         record(started)
+        snapshot = Snapshot()  # {thread.ID.KEY}: read by activities, before the steps and after each
+        state.read_ahead = snapshot.ahead
+        CURRENT.set(snapshot)
+        await snapshot.ahead([graph, *prepared.loader.graphs.values()])
         # the run's duration in workflow time: the same when a worker replays the run
         def elapsed() -> float:
             return round((workflow.now() - workflow.info().start_time).total_seconds() * 1000, 3)
@@ -264,6 +288,7 @@ class EmitWorkflow(_Recording):
 
     @workflow.run
     async def run(self, text: str) -> str:
+        from chainlang.engine.temporal.threadrefs import Snapshot
         from chainlang.runtime.emit import fire_hooks
         from chainlang.runtime.outcomes import TIMER
 
@@ -277,10 +302,12 @@ class EmitWorkflow(_Recording):
             return json.dumps({"status": "invalid", "fired": [], "error": {"type": "worker", "message": message}})
         pinned = datetime.fromisoformat(job["now"]) if job.get("now") else None
         TIMER.set(workflow.time)
+        snapshot = Snapshot()  # {thread.ID.KEY} in the hooks: read by activities
+        await snapshot.ahead([*(project.hooks.hooks if project.hooks is not None else ()), *(top or ())])
         status, fired, error = await fire_hooks(
             project, job["run_id"], job["header"], self.record, _WorkflowClock(pinned), _decider(), self.note,
             top=top, executor=lambda chain: ActivityExecutor(chain, job.get("now")), recorder=ActivityThreadRecorder,
-            interrupted="the workflow was cancelled")
+            interrupted="the workflow was cancelled", references=snapshot)
         return json.dumps({"status": status, "fired": fired, "error": error, "records": len(self.records)},
                           ensure_ascii=False)
 

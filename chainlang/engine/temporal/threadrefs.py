@@ -1,0 +1,152 @@
+"""`{thread.ID.KEY}` references on Temporal (LANGUAGE.md §13, §14).
+
+On the embedded engine a reference reads the project's store while its expression is
+evaluated. In a workflow a read must give the same value on every replay, so the store is
+read by activities and the values are kept in the workflow (its history has them):
+
+- before a chain's steps run, the references of that chain (its steps, outputs and hooks,
+  hook actions included) are read by the `chainlang.thread_reads` activity: at the start of
+  a run, of a sub-chain's workflow and of an emit, and when a chain is loaded during the run;
+- every tool and thread activity reads them all again after it ran, so a reference sees
+  what the steps before it wrote (a `memory.append`, a step recorded into the thread).
+
+A reference therefore reads the thread as of the end of the last step that finished
+before it, where the embedded engine reads it at that very moment: the two differ only
+for a write by another process in between. The `Snapshot` stands in for the run's
+ThreadLink in `chainlang.runtime.threads.CURRENT`; a miss (a chain whose references were
+not read ahead) fails the step with a message, never reads the store in the workflow.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from chainlang.expr.ast import Index, Key, Name
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from chainlang.compile import ExecutionGraph
+
+__all__ = ["READS_ACTIVITY", "Snapshot", "keys_of", "read_on_worker"]
+
+READS_ACTIVITY = "chainlang.thread_reads"
+
+
+def _encode(segments: Iterable[Any]) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for seg in segments:
+        if type(seg) is Name:
+            out.append(["n", seg.name])
+        elif type(seg) is Key:
+            out.append(["k", seg.value])
+        elif type(seg) is Index:
+            out.append(["i", seg.value])
+    return out
+
+
+def _decode(segments: list[list[Any]]) -> tuple[Any, ...]:
+    kinds = {"n": Name, "k": Key, "i": Index}
+    return tuple(kinds[kind](value) for kind, value in segments)
+
+
+def key_of(thread_id: str, rest: Iterable[Any]) -> str:
+    """The snapshot's key of one reference: the thread and the path after it."""
+    return json.dumps([thread_id, _encode(rest)], ensure_ascii=False)
+
+
+def _holders(graph: "ExecutionGraph") -> Iterator[Any]:
+    """What holds bindings in a chain: the graph, its hooks, their actions (and theirs)."""
+    yield graph
+    hook_set = graph.hook_set
+    for hook in hook_set.hooks if hook_set is not None else ():
+        yield hook
+        if hook.action is not None:
+            yield from _holders(hook.action)
+
+
+def keys_of(graphs: Iterable[Any]) -> dict[str, list[Any]]:
+    """The thread references of `graphs` (ExecutionGraphs, or a HookSet's hooks): key →
+    [thread id, the reference's encoded path, thread id first]. A reference naming no thread is left out (it fails
+    on its own, as on the embedded engine)."""
+    found: dict[str, list[Any]] = {}
+    for graph in graphs:
+        for holder in _holders(graph) if hasattr(graph, "nodes") else (graph,):
+            bindings = getattr(holder, "bindings", None)
+            for binding in bindings.refs.values() if bindings is not None else ():
+                if binding.kind != "thread" or not binding.path:
+                    continue
+                first = binding.path[0]
+                thread_id = first.name if type(first) is Name else first.value if type(first) is Key else None
+                if thread_id is None:
+                    continue
+                found[key_of(thread_id, binding.path[1:])] = [thread_id, _encode(binding.path)]
+    return found
+
+
+def read_on_worker(root: "Path", keys: dict[str, list[Any]]) -> dict[str, dict[str, Any]]:
+    """Read each reference from the worker's store: {key: {value} or {error}} (the error is
+    the message the embedded engine gives)."""
+    from chainlang.runtime.context import SystemClock
+    from chainlang.runtime.threads import ThreadLink
+
+    link = ThreadLink(root, "", None, SystemClock())
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for key, (thread_id, encoded) in keys.items():
+            path = _decode(encoded)
+            shown = "thread" + "".join(  # as chainlang.runtime.threads.reference shows it
+                f".{s.name}" if type(s) is Name else f"[{s.value}]" if type(s) is Index else f"[{s.value!r}]"
+                for s in path)
+            try:
+                out[key] = {"value": link.read(thread_id, path[1:], shown)}
+            except ValueError as exc:
+                out[key] = {"error": str(exc)}
+    finally:
+        link.close()
+    return out
+
+
+class Snapshot:
+    """The thread references' values in a workflow (see the module's text): what
+    `chainlang.runtime.threads.CURRENT` holds there instead of a ThreadLink."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, list[Any]] = {}
+        self.values: dict[str, dict[str, Any]] = {}
+
+    def read(self, thread_id: str, rest: tuple[Any, ...], shown: str) -> Any:
+        entry = self.values.get(key_of(thread_id, rest))
+        if entry is None:
+            raise ValueError(f"{shown}: this reference was not read ahead on the Temporal engine (a chain loaded "
+                             "in a way chainlang does not follow yet); read the thread with a step instead "
+                             "(thread.summarize, memory.search)")
+        if "error" in entry:
+            raise ValueError(str(entry["error"]))
+        return entry.get("value")
+
+    def update(self, values: dict[str, dict[str, Any]] | None) -> None:
+        """The values an activity read after its tool ran."""
+        if values:
+            self.values.update(values)
+
+    def wanted(self) -> dict[str, list[Any]] | None:
+        """What a tool or thread activity reads again after it ran (None: nothing)."""
+        return self.keys or None
+
+    async def ahead(self, graphs: Iterable[Any]) -> None:
+        """Read the references of `graphs` not read yet (with every other one), by an activity."""
+        from temporalio import workflow
+        from temporalio.common import RetryPolicy
+
+        new = {key: value for key, value in keys_of(graphs).items() if key not in self.keys}
+        if not new:
+            return
+        self.keys.update(new)
+        out = await workflow.execute_activity(
+            READS_ACTIVITY, json.dumps(self.keys, ensure_ascii=False), start_to_close_timeout=timedelta(minutes=1),
+            retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
+            summary=f"read {len(self.keys)} thread reference(s)")
+        self.update(json.loads(out))
