@@ -334,8 +334,8 @@ def test_an_emit_fires_the_same_hooks_on_both_engines(engines: tuple[Path, Path]
             result.pop(key, None)
         for item in result.get("fired", []):
             item.pop("duration_ms", None)
-        outcomes.append((result, comparable(records(project, name)),
-                         [line for line in proc.stderr.splitlines() if line.startswith("[info]")]))
+        outcomes.append((result, comparable(records(project, name)),  # the hooks' actions run at once: any order
+                         sorted(line for line in proc.stderr.splitlines() if line.startswith("[info]"))))
     assert outcomes[1] == outcomes[0]
 
 
@@ -532,8 +532,8 @@ def test_serve_hands_events_and_due_tasks_to_the_workers(engines: tuple[Path, Pa
 
 def test_sub_chains_run_as_child_workflows(engines: tuple[Path, Path]) -> None:
     """Each sub-chain step is a workflow of its own (id RUN/STEP@ATTEMPT), the foreach's items at
-    once, a sub-chain's sub-chain a child of the child; with hooks in force too (the contract
-    above shows that they fire there as on the embedded engine)."""
+    once, a sub-chain's sub-chain a child of the child, and the chain agent.chain wrote; with
+    hooks in force too (the contract above shows that they fire there as on the embedded engine)."""
     import subprocess
 
     from tests.temporal_util import TEMPORAL_CLI
@@ -549,7 +549,7 @@ def test_sub_chains_run_as_child_workflows(engines: tuple[Path, Path]) -> None:
         return sorted(item["execution"]["workflowId"] for item in json.loads(listed.stdout or "[]"))
 
     ran = {}
-    for name in ("sub-chains", "hooks-and-sub-chains"):
+    for name in ("sub-chains", "hooks-and-sub-chains", "agents"):
         proc = cli(temporal, "run", f"{name}.chain.yaml", "--transcript", f"children-{name}.jsonl", timeout=120)
         assert proc.returncode == 0, show(proc)
         ran[name] = records(temporal, f"children-{name}.jsonl")[0]["run_id"]
@@ -562,6 +562,7 @@ def test_sub_chains_run_as_child_workflows(engines: tuple[Path, Path]) -> None:
     while not listed() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert children(ran["sub-chains"]) == sorted(expected)
+    assert children(ran["agents"]) == [f"{ran['agents']}/2@1"]  # the chain agent.chain wrote
     assert children(ran["hooks-and-sub-chains"]) == sorted(f"{ran['hooks-and-sub-chains']}/{step}@1" for step in ("1", "2", "3", "3/1"))
 
 

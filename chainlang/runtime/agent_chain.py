@@ -76,9 +76,9 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
         try:
             steps = parse_answer(answer.text, ANSWER_SCHEMA, models.who("fast"))["chain"]
             problems = _parallel_problems(steps, caller.default_parallel)
-            graph = None
+            graph, text = None, _document(steps, allowed)
             if not problems:
-                graph, problems = run.load_chain.from_text(name, _document(steps, allowed))
+                graph, problems = run.load_chain.from_text(name, text)
         except ValueError as exc:
             graph, problems = None, [str(exc)]
         if graph is not None:
@@ -97,18 +97,25 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
     # a retry's chain is another chain (the model answered again): its steps get paths of their
     # own (`4#2/1`), so a resume never takes the first attempt's steps for its own
     prefix = f"{ipath}/" if attempt == 1 else f"{ipath}#{attempt}/"
-    if run.read_ahead is not None:  # the Temporal engine reads its thread references first
-        await run.read_ahead([graph])
-    sub = ChainRun(run, graph, {}, depth=caller.depth + 1, prefix=prefix, allow=caller.allow,
-                   depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
-                   hook_inputs=caller.hook_inputs)
-    sub.default_parallel = min(sub.default_parallel, caller.default_parallel)  # no wider than the caller's
-    status, _outputs, error = await sub.execute()
+    elsewhere = None  # the Temporal engine runs it as a child workflow (None: here)
+    if run.run_written is not None:
+        elsewhere = await run.run_written(caller, text, name, prefix, ipath, attempt)
+    if elsewhere is not None:
+        status, error, last = elsewhere
+    else:
+        if run.read_ahead is not None:  # the Temporal engine reads its thread references first
+            await run.read_ahead([graph])
+        sub = ChainRun(run, graph, {}, depth=caller.depth + 1, prefix=prefix, allow=caller.allow,
+                       depth_limit=caller.depth_limit, hooks=caller.hooks, stack=caller.stack,
+                       hook_inputs=caller.hook_inputs)
+        sub.default_parallel = min(sub.default_parallel, caller.default_parallel)  # no wider than the caller's
+        status, _outputs, error = await sub.execute()
+        last = last_result(sub)
     if status == "failed":
         where = f" at step {error.get('step')}" if error and error.get("step") else ""
         raise ChainFailed(error_of("chain", f"the chain agent.chain wrote failed{where}: "
                                             f"{(error or {}).get('message', '')}"))
-    return {"chain": steps, "result": _last_result(sub), "repairs": repairs}
+    return {"chain": steps, "result": last, "repairs": repairs}
 
 
 def _allowed(registry: Any, lists: tuple[tuple[str, ...], ...]) -> list[str]:
@@ -140,7 +147,7 @@ def _document(steps: list[Any], allowed: list[str]) -> str:
     return json.dumps({"chainlang": 1, "steps": steps, "allow": sorted(allowed)}, ensure_ascii=False, indent=1)
 
 
-def _last_result(sub: "ChainRun") -> Any:
+def last_result(sub: "ChainRun") -> Any:
     """The result of the chain's last top-level step (a group's: a list of its branches')."""
     if not sub.graph.nodes:
         return None

@@ -58,6 +58,9 @@ class RunState:
     # awaited with a chain loaded during the run, before its steps run: the Temporal engine reads
     # its {thread.ID.KEY} references there (chainlang.engine.temporal.threadrefs); None elsewhere
     read_ahead: "Callable[[list[ExecutionGraph]], Awaitable[None]] | None" = None
+    # runs the chain agent.chain wrote elsewhere: the Temporal engine, as a child workflow
+    # (chainlang.engine.temporal.children.run_written); None, or a None answer: in this run
+    run_written: "Callable[..., Awaitable[Any]] | None" = None
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
 
     def merged_hooks(self, outer: "HookSet | None", own: "HookSet") -> "HookSet":

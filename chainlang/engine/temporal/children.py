@@ -12,14 +12,16 @@ counters and facts, and gives back what it used. Its records stay in its own wor
 the parent records a marker (`{"child": ID}`) where they belong, and the submitter reads
 the child's records there (chainlang.engine.temporal.submit).
 
-What stays in the caller's workflow: a sub-chain called from a hook's action or from a
-chain a model wrote (`agent.chain`, itself run in the workflow). Post-hook actions fired
-by a child's steps run in the child, which waits for them before it ends.
+The chain `agent.chain` writes runs as a child workflow too (`run_written`): the model is
+asked in the caller's workflow, and the child checks and compiles the chain again from its
+text. What stays in the caller's workflow: a sub-chain called from a hook's action. Post-
+hook actions fired by a child's steps run in the child, which waits for them before it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from chainlang.runtime.threads import ThreadLink
     from chainlang.runtime.walk import ChainRun
 
-__all__ = ["SUBCHAIN_WORKFLOW", "Children", "SubchainWorkflow", "as_child", "run_child"]
+__all__ = ["SUBCHAIN_WORKFLOW", "Children", "SubchainWorkflow", "as_child", "run_child", "run_written"]
 
 SUBCHAIN_WORKFLOW = "chainlang.subchain"
 CHILDREN_PATCH = "chainlang.subchain-children"
@@ -83,12 +85,35 @@ async def run_child(caller: "ChainRun", children: Children, rt: "EventRuntime", 
                     ipath: str, attempt: int) -> Any:
     """Run the sub-chain of this step as a child workflow; its outputs are the step's result."""
     from chainlang.runtime.invoke import subchain_call, subchain_result
+
+    target, graph, inputs = subchain_call(caller, rt, params, ipath)
+    level = {"target": target, "caller": _relative(caller.graph.file, caller.run.project), "inputs": inputs}
+    out = await _child(caller, children, level, ipath, attempt, {}, f"{ipath} {graph.name or target}")
+    return subchain_result(graph.name or target, out["status"], out["outputs"], out["error"])
+
+
+async def run_written(children: Children, caller: "ChainRun", text: str, name: str, prefix: str, ipath: str,
+                      attempt: int) -> tuple[str, dict[str, Any] | None, Any] | None:
+    """Run the chain `agent.chain` wrote (its document `text`, checked as the file `name`) as a
+    child workflow: (status, error, the result of its last step); None when it runs in the
+    caller's workflow instead (see the module's text)."""
+    if not (caller is children.root and caller.run.actions is not None and workflow.patched(CHILDREN_PATCH)):
+        return None
+    level = {"text": text, "name": _relative(name, caller.run.project), "inputs": {}}
+    extra = {"prefix": prefix, "parallel": caller.default_parallel, "written": True}
+    out = await _child(caller, children, level, ipath, attempt, extra, f"{ipath} the chain agent.chain wrote")
+    return out["status"], out["error"], out.get("last")
+
+
+async def _child(caller: "ChainRun", children: Children, level: dict[str, Any], ipath: str, attempt: int,
+                 extra: dict[str, Any], summary: str) -> dict[str, Any]:
+    """Start the child workflow of one more `level` below the caller, wait for its end, and
+    take back what it used (steps, budget, a thread it attached); raise what must stop the
+    run (a limit, a hook action's halt) or fail the step."""
     from chainlang.runtime.outcomes import LimitExceeded
 
     run = caller.run
-    target, graph, inputs = subchain_call(caller, rt, params, ipath)
     budget = run.models.budget if run.models is not None else None
-    level = {"target": target, "caller": _relative(caller.graph.file, run.project), "inputs": inputs}
     job = {
         "run_id": run.run_id, "path": children.path, "digest": children.digest, "now": children.now,
         "top_inputs": children.inputs, "lineage": [*children.lineage, level], "ipath": ipath,
@@ -96,14 +121,14 @@ async def run_child(caller: "ChainRun", children: Children, rt: "EventRuntime", 
         "steps": run.steps_run, "max_steps": run.max_steps, "facts": run.facts,
         "budget": None if budget is None else [budget.max_calls, budget.max_tokens, budget.calls,
                                                budget.tokens + budget.reserved],
+        **extra,
     }
     child_id = f"{run.run_id}/{ipath}@{attempt}"
     try:
         handle = await workflow.start_child_workflow(
-            SUBCHAIN_WORKFLOW, json.dumps(job, ensure_ascii=False), id=child_id,
-            static_summary=f"{ipath} {graph.name or target}")
+            SUBCHAIN_WORKFLOW, json.dumps(job, ensure_ascii=False), id=child_id, static_summary=summary)
         children.mark(child_id)  # once it exists: the submitter reads its records from here
-        out = json.loads(await handle)
+        out: dict[str, Any] = json.loads(await handle)
     except ChildWorkflowError as exc:
         if isinstance(exc.cause, TemporalCancelled):
             raise asyncio.CancelledError() from None
@@ -125,7 +150,7 @@ async def run_child(caller: "ChainRun", children: Children, rt: "EventRuntime", 
         raise asyncio.CancelledError()
     if out["status"] == "invalid":
         raise ValueError(out["error"]["message"])
-    return subchain_result(graph.name or target, out["status"], out["outputs"], out["error"])
+    return out
 
 
 @workflow.defn(name=SUBCHAIN_WORKFLOW, sandboxed=False)
@@ -158,6 +183,12 @@ async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str,
     assert prepared.graph is not None
     levels = [(prepared.graph, job["top_inputs"])]
     for level in job["lineage"]:
+        if "text" in level:  # a chain agent.chain wrote: checked and compiled again from its text
+            written, problems = prepared.loader.from_text(str(prepared.root / level["name"]), level["text"])
+            if written is None:
+                return invalid(f"the chain agent.chain wrote does not check on the worker: {'; '.join(problems[:3])}")
+            levels.append((written, level["inputs"]))
+            continue
         try:
             levels.append((prepared.loader(level["target"], str(prepared.root / level["caller"])), level["inputs"]))
         except ChainLoadError as exc:
@@ -178,6 +209,7 @@ async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str,
     children = Children(job["path"], job["digest"], job["top_inputs"], job["lineage"], job.get("now"),
                         recording.mark, link)
     state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
+    state.run_written = functools.partial(run_written, children)
     max_calls, max_tokens, calls, tokens = job["budget"] or (None, None, 0, 0)
     state.models = run_models(state, decider, max_calls, max_tokens)
     state.models.budget.calls, state.models.budget.tokens = calls, tokens
@@ -193,9 +225,11 @@ async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str,
             hooks = state.merged_hooks(hooks, caller.hook_set)
             hook_inputs.update({id(hook.bindings): given for hook in caller.hook_set.hooks})
     sub = children.root = ChainRun(
-        state, graph, inputs, depth=job["depth"], prefix=job["ipath"] + "/",
+        state, graph, inputs, depth=job["depth"], prefix=job.get("prefix") or job["ipath"] + "/",
         allow=tuple(tuple(group) for group in job["allow"]), depth_limit=job["depth_limit"], hooks=hooks,
         hook_inputs=hook_inputs)
+    if job.get("parallel"):  # a chain agent.chain wrote runs no wider than its caller
+        sub.default_parallel = min(sub.default_parallel, job["parallel"])
 
     def used() -> dict[str, Any]:
         budget = state.models.budget if state.models is not None else None
@@ -208,5 +242,10 @@ async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str,
         return {**used(), "limit": [exc.limit, exc.message]}
     if isinstance(actions.stop, dict):
         return {**used(), "halt": actions.stop}
-    return {**used(), "status": status, "outputs": outputs, "error": error, "records": len(recording.records)}
+    ended = {**used(), "status": status, "outputs": outputs, "error": error, "records": len(recording.records)}
+    if job.get("written"):
+        from chainlang.runtime.agent_chain import last_result
+
+        ended["last"] = last_result(sub)
+    return ended
 

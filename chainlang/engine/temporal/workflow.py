@@ -15,6 +15,7 @@ digest must be the one submitted, so every worker runs the same chain.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -214,7 +215,7 @@ class ChainWorkflow(_Recording):
         return json.dumps(await self._run(json.loads(text)), ensure_ascii=False)
 
     async def _run(self, job: dict[str, Any]) -> dict[str, Any]:
-        from chainlang.engine.temporal.children import Children
+        from chainlang.engine.temporal.children import Children, run_written
         from chainlang.engine.temporal.threadrefs import Snapshot
         from chainlang.journal.records import RunFinished, RunStarted, decode
         from chainlang.runtime.threads import CURRENT
@@ -250,6 +251,7 @@ class ChainWorkflow(_Recording):
         )
         children = Children(job["path"], job["digest"], job["inputs"], [], job.get("now"), self.mark, link)
         state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
+        state.run_written = functools.partial(run_written, children)
         state.models = run_models(state, decider, graph.max_model_calls, graph.max_tokens)
         link.facts = state.facts
         actions = state.actions = HookActions(state)
