@@ -105,7 +105,7 @@ def _key(path: Path) -> tuple[bytes | None, str | None]:
     missing = "Not verified: the project's transcript key is not where the run's file is; shown as it is."
     try:
         with path.open("rb") as f:
-            started = json.loads(f.readline(256 * 1024))
+            started = json.loads(f.readline(1024 * 1024))
         start = Path(str(started.get("file", "")))
         start = start if started.get("emit") else start.parent
         config = find_project_config(start) if start.is_dir() else None

@@ -25,7 +25,7 @@ __all__ = ["RUN_ID", "list_runs", "list_tasks", "runs_page"]
 
 RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,99}")
 TAIL = 64 * 1024  # bytes read from a transcript's end to find its last record
-HEAD = 256 * 1024  # bytes a first record may take
+HEAD = 1024 * 1024  # bytes a first record may take (its inputs are in it)
 MAX_RUNS = 1000
 REFRESH = 5  # seconds between two loads of the list
 
