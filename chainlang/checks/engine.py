@@ -1,9 +1,8 @@
 """CL038: in a project whose chainlang.toml runs chains on Temporal (`[engine] kind =
 "temporal"`), a chain that engine cannot run as it is written: its `limits.max_steps`
 allows a run longer than one workflow's history holds (Temporal ends a workflow past
-51,200 events), or a step (or a hook's action) calls an event the engine cannot run
-(chainlang.engine.temporal.support). Told by the checker, before a run fails on it. A
-chain file outside any project is not reported."""
+51,200 events; chainlang.engine.temporal.support). Told by the checker, before a run
+fails on it. A chain file outside any project is not reported."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from chainlang.checks.base import CheckContext
 from chainlang.diagnostics import rules
-from chainlang.model.nodes import EventStep, walk_steps
 
 if TYPE_CHECKING:
     from chainlang.config.project import ProjectConfig
@@ -43,7 +41,7 @@ def check(ctx: CheckContext) -> None:
     config = _temporal_project(directory)
     if config is None:
         return
-    from chainlang.engine.temporal.support import MAX_STEPS_IN_ONE_HISTORY, unsupported
+    from chainlang.engine.temporal.support import MAX_STEPS_IN_ONE_HISTORY
 
     limits = ctx.chain.limits
     where = limits.node.get("max_steps") if limits.node is not None else None
@@ -54,14 +52,3 @@ def check(ctx: CheckContext) -> None:
                    f"{MAX_STEPS_IN_ONE_HISTORY:,} steps of one chain",
                    where, f"keep max_steps at {MAX_STEPS_IN_ONE_HISTORY:,} or less, and move the repeated steps into "
                           "a named chain: each call of it runs as a child workflow, with a history of its own")
-    steps = walk_steps(ctx.chain.steps) + [s for hook in ctx.chain.hooks for s in walk_steps(hook.action)]
-    for step in steps:
-        if not isinstance(step, EventStep) or not step.event or step.event_node is None:
-            continue
-        spec = ctx.registry.get(step.event)
-        why = unsupported(spec, config) if spec is not None else None
-        if why is not None:
-            ctx.report(rules.NOT_ON_ENGINE, f"{step.event} cannot run on the Temporal engine yet ({why})",
-                       step.event_node,
-                       'run this chain on the embedded engine (a project without [engine] kind = "temporal"), '
-                       "or leave this event out of it")

@@ -16,12 +16,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunReport", "build", "run_state"]
+__all__ = ["RunReport", "build", "ms_of", "run_state", "trigger_of"]
 
 # what every shown value of a run may take in the report, in all (each value gets its share)
 VALUE_BUDGET = 16 * 1024 * 1024
 VALUE_MIN, VALUE_MAX = 1024, 64 * 1024
-DUE_EVENT = "task.due"  # chainlang.tasks.firing.DUE_EVENT: an emit that is a task's firing
 
 
 @dataclass
@@ -47,8 +46,9 @@ class RunReport:
                                                  "hook", "start_ms", "end_ms")} for a in self.attempts]}
 
 
-def _ms(ts: str) -> float:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
+def ms_of(ts: Any) -> float:
+    """A record's `ts` in ms since the epoch; ValueError for one that is not a time."""
+    return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp() * 1000
 
 
 def _cut(value: Any, limit: int) -> Any:
@@ -65,6 +65,8 @@ def _cut(value: Any, limit: int) -> Any:
 
 def trigger_of(started: dict[str, Any]) -> str:
     """How the run began: `schedule` (a task's firing), `event` (an emit) or `cli` (a chain run)."""
+    from chainlang.tasks.firing import DUE_EVENT  # an emit that is a task's firing
+
     emit = started.get("emit")
     if isinstance(emit, dict):
         return "schedule" if emit.get("event") == DUE_EVENT else "event"
@@ -83,8 +85,8 @@ def build(records: list[dict[str, Any]], *, held: bool = False, notes: list[str]
     """The report of the run whose (complete, checked) records are `records`; `held`: a live
     process holds its transcript (a run under way)."""
     started = records[0]
-    t0 = _ms(started["ts"])
-    last = max(_ms(r["ts"]) for r in records)
+    t0 = ms_of(started["ts"])
+    last = max(ms_of(r["ts"]) for r in records)
     finished = None
     restarts: list[float] = []
     attempts: list[dict[str, Any]] = []
@@ -95,7 +97,7 @@ def build(records: list[dict[str, Any]], *, held: bool = False, notes: list[str]
     before = 0.0  # when the record before this one was written
     for rec in records:
         kind = rec["type"]
-        at = _ms(rec["ts"]) - t0
+        at = ms_of(rec["ts"]) - t0
         if kind == "run_started" and rec is not started:
             restarts.append(at)
             finished = None

@@ -169,12 +169,17 @@ def _tail(result: Any, rest: tuple[Any, ...]) -> Any:
     return walk_path(result, rest) if rest else result
 
 
+def shown_of(path: tuple[Any, ...]) -> str:
+    """A `{thread.ID.KEY}` reference as messages show it (`path`: the segments after `thread`)."""
+    return "thread" + "".join(f".{s.name}" if type(s) is Name else f"[{s.value}]" if type(s) is Index
+                              else f"[{s.value!r}]" for s in path)
+
+
 def reference(path: tuple[Any, ...], start: int, end: int) -> Callable[[Any], Any]:
     """The accessor of a `{thread.ID.KEY}` reference (`path`: the segments after `thread`)."""
     first = path[0] if path else None
     thread_id = first.name if type(first) is Name else first.value if type(first) is Key else None
-    shown = "thread" + "".join(f".{s.name}" if type(s) is Name else f"[{s.value}]" if type(s) is Index
-                               else f"[{s.value!r}]" for s in path)
+    shown = shown_of(path)
 
     def read(scope: Any) -> Any:
         if thread_id is None:

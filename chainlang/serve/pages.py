@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chainlang.report.model import run_state, trigger_of
+from chainlang.report.model import ms_of, run_state, trigger_of
 
 if TYPE_CHECKING:
     from chainlang.store import Store
@@ -58,11 +58,9 @@ def _record(line: bytes) -> dict[str, Any] | None:
 
 
 def _ms(ts: Any) -> float | None:
-    from datetime import datetime
-
     try:
-        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp() * 1000
-    except ValueError:
+        return ms_of(ts)
+    except ValueError:  # an untrusted transcript's time that is not one
         return None
 
 

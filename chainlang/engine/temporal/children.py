@@ -67,8 +67,13 @@ def as_child(children: Children, caller: "ChainRun", rt: "EventRuntime") -> bool
     """Whether this sub-chain step runs as a child workflow (see the module's text). A run
     started before sub-chains became child workflows replays as it ran: in its workflow
     (Temporal's patch marker, recorded in the history of the runs started since)."""
-    return (rt.spec.name != "agent.chain" and caller is children.root and caller.run.actions is not None
-            and workflow.patched(CHILDREN_PATCH))
+    return rt.spec.name != "agent.chain" and _may_start(children, caller)
+
+
+def _may_start(children: Children, caller: "ChainRun") -> bool:
+    """Whether `caller` starts children: the workflow's own chain (not a hook's action), in a
+    run started since sub-chains became child workflows."""
+    return caller is children.root and caller.run.actions is not None and workflow.patched(CHILDREN_PATCH)
 
 
 def _relative(file: str, root: Path | None) -> str:
@@ -97,7 +102,7 @@ async def run_written(children: Children, caller: "ChainRun", text: str, name: s
     """Run the chain `agent.chain` wrote (its document `text`, checked as the file `name`) as a
     child workflow: (status, error, the result of its last step); None when it runs in the
     caller's workflow instead (see the module's text)."""
-    if not (caller is children.root and caller.run.actions is not None and workflow.patched(CHILDREN_PATCH)):
+    if not _may_start(children, caller):
         return None
     level = {"text": text, "name": _relative(name, caller.run.project), "inputs": {}}
     extra = {"prefix": prefix, "parallel": caller.default_parallel, "written": True}

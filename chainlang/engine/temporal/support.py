@@ -1,4 +1,4 @@
-"""What the Temporal engine runs so far, asked by the checker (CL038).
+"""What the Temporal engine runs, and the one bound it adds, asked by the checker (CL038).
 
 The walker runs inside the workflow, so the language itself (steps, if/else, foreach,
 parallel groups, retry, timeouts, decide, hooks of the chain, named chains and chain.run,
@@ -17,18 +17,6 @@ are in the history of their own child workflow.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from chainlang.config.project import ProjectConfig
-    from chainlang.registry.spec import EventSpec
-
-__all__ = ["unsupported"]
-
-
-def unsupported(spec: "EventSpec", config: "ProjectConfig | None") -> str | None:
-    """Why the Temporal engine cannot run a step of `spec` yet (None: it can)."""
-    return None
-
+__all__ = ["MAX_STEPS_IN_ONE_HISTORY"]
 
 MAX_STEPS_IN_ONE_HISTORY = 8_000  # 51,200 events at about 6 a step, with room for timers and markers

@@ -90,18 +90,15 @@ def read_on_worker(root: "Path", keys: dict[str, list[Any]]) -> dict[str, dict[s
     """Read each reference from the worker's store: {key: {value} or {error}} (the error is
     the message the embedded engine gives)."""
     from chainlang.runtime.context import SystemClock
-    from chainlang.runtime.threads import ThreadLink
+    from chainlang.runtime.threads import ThreadLink, shown_of
 
     link = ThreadLink(root, "", None, SystemClock())
     out: dict[str, dict[str, Any]] = {}
     try:
         for key, (thread_id, encoded) in keys.items():
             path = _decode(encoded)
-            shown = "thread" + "".join(  # as chainlang.runtime.threads.reference shows it
-                f".{s.name}" if type(s) is Name else f"[{s.value}]" if type(s) is Index else f"[{s.value!r}]"
-                for s in path)
             try:
-                out[key] = {"value": link.read(thread_id, path[1:], shown)}
+                out[key] = {"value": link.read(thread_id, path[1:], shown_of(path))}
             except ValueError as exc:
                 out[key] = {"error": str(exc)}
     finally:
