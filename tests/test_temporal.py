@@ -218,7 +218,7 @@ hooks:
     trigger: post:order.placed
     action:
       - test.echo: {value: "{item}"}
-      - user.notify: {message: "{item} for {thread['plan-1'].summary}"}
+      - test.echo: {value: "{item} for {thread['plan-1'].summary}"}
 """
 
 DOUBLE = """
@@ -466,6 +466,9 @@ def test_the_assistant_s_conversation_is_the_same_on_both_engines(server: str, t
         names: dict[str, str] = {}
         text = re.sub(r"\b(thread|task)-[0-9a-f]{12}\b", lambda m: names.setdefault(m.group(0), f"{m.group(1)}-{len(names)}"), text)
         text = re.sub(r"\b\d{8}T\d{6}Z-[0-9a-f]{6,10}\b", "RUN", text)
+        # a thread's summary is extractive over its events in the order they were added, and the
+        # morning's parallel steps (calendar.check, task.list) add theirs in the order they end
+        text = re.sub(r'"summary": "[^"]*"', '"summary": "…"', text)
         return re.sub(r'"(created_at|updated_at|at|origin)": "[^"]*"', r'"\1": "…"', text)
 
     assert [same(t) for t in said["temporal"]] == [same(t) for t in said["embedded"]]
