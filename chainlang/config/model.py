@@ -30,6 +30,10 @@ token_env = "CHAINLANG_TOKEN"               # every request must carry this bear
 grace = "30s"                               # on SIGTERM: how long running actions may take to finish
 max_failures = 3                            # failed runs in a row that make a task dead
 
+[secrets]                                   # secrets (optional, §16): {secrets.NAME} in a chain
+crm_token = {env = "CRM_TOKEN"}             # read from a variable when a run needs it
+deploy_key = {file = "/run/secrets/deploy"} # or from a file (its text, without the final newline)
+
 [mcp.servers.calc]                          # an MCP server (optional): its tools become events calc.TOOL
 command = "python"                          # a stdio server: the command and its args (run in this directory)
 args = ["tools/calc_server.py"]
@@ -202,6 +206,26 @@ class McpServerConfig(BaseModel):
 
 MCP_SERVER_NAME = r"^[a-z][a-z0-9_]*$"
 
+SECRET_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class SecretSource(BaseModel):
+    """`[secrets] NAME = {env = "VAR"}` or `{file = "PATH"}`: where one secret's value is read
+    from when a run needs it (LANGUAGE.md §16). The value itself is never written here."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                            description="the NAME of the environment variable holding the value")
+    file: str | None = Field(default=None, min_length=1, max_length=4096,
+                             description="a file holding the value (relative to chainlang.toml); one final newline is dropped")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "SecretSource":
+        if (self.env is None) == (self.file is None):
+            raise ValueError('give exactly one of env = "VARIABLE" or file = "PATH"')
+        return self
+
 
 class McpConfig(BaseModel):
     """`[mcp]`: the MCP servers whose tools are events."""
@@ -235,3 +259,15 @@ class ConfigFile(BaseModel):
     serve: ServeConfig | None = None
     mcp: McpConfig | None = None
     engine: EngineConfig | None = None
+    secrets: dict[str, SecretSource] = Field(default_factory=dict,
+                                             description="NAME = {env = VAR} or {file = PATH}: {secrets.NAME} in chains")
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: dict[str, SecretSource]) -> dict[str, SecretSource]:
+        import re
+
+        for name in value:
+            if not re.fullmatch(SECRET_NAME, name):
+                raise ValueError(f"secret name {name!r} must be an identifier: [A-Za-z_][A-Za-z0-9_]*")
+        return value

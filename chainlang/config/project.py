@@ -10,12 +10,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from chainlang.registry.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chainlang.config.model import DecideConfig, McpConfig, ModelsConfig, ServeConfig, StoreConfig
+    from chainlang.config.model import DecideConfig, McpConfig, ModelsConfig, SecretSource, ServeConfig, StoreConfig
     from chainlang.config.engine import EngineConfig
 
 __all__ = ["CONFIG_NAME", "ProjectConfig", "display_path", "find_config", "find_project_config", "load_config"]
@@ -36,6 +36,7 @@ class ProjectConfig:
     serve: ServeConfig | None = field(default=None)
     mcp: McpConfig | None = field(default=None)
     engine: EngineConfig | None = field(default=None)  # [engine]: None is the embedded engine
+    secrets: Mapping[str, SecretSource] = field(default_factory=dict, hash=False)  # [secrets]: where each value is read from
 
     @property
     def root(self) -> Path:
@@ -90,7 +91,7 @@ def load_config(path: Path) -> ProjectConfig:
         raise ConfigError(f"{shown}: {problems}") from None
     return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide,
                          models=parsed.models, store=parsed.store, serve=parsed.serve, mcp=parsed.mcp,
-                         engine=parsed.engine)
+                         engine=parsed.engine, secrets=dict(parsed.secrets))
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig | None:
@@ -121,7 +122,7 @@ def _describe_error(error: Any) -> str:
 
 def _known_keys(parent: tuple[Any, ...]) -> list[str]:
     from chainlang.config.model import (ConfigFile, DecideConfig, McpConfig, McpServerConfig, ModelsConfig,
-                                        ModelTierConfig, ServeConfig, StoreConfig)
+                                        ModelTierConfig, SecretSource, ServeConfig, StoreConfig)
 
     from chainlang.config.engine import EngineConfig
 
@@ -130,6 +131,8 @@ def _known_keys(parent: tuple[Any, ...]) -> list[str]:
     model: Any = tables.get(parent[0], ConfigFile) if parent else ConfigFile
     if len(parent) >= 2 and parent[0] == "models":
         model = ModelTierConfig
+    if len(parent) >= 2 and parent[0] == "secrets":
+        model = SecretSource
     if len(parent) >= 3 and parent[0] == "mcp" and parent[1] == "servers":
         model = McpServerConfig
     return list(model.model_fields)

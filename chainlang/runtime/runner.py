@@ -333,18 +333,10 @@ def _stderr(text: str) -> None:
 
 def run_secrets(config: "ProjectConfig | None") -> Redactor:
     """The run's redaction service: the secrets it knows of when it starts (the API keys of
-    the model tiers and of [decide], read from the variables that their `api_key_env` name)."""
-    return Redactor(_api_keys(config))
+    the model tiers and of [decide], and the declared [secrets] that can be read)."""
+    from chainlang.config.secrets import known_secret_values
 
-
-def _api_keys(config: "ProjectConfig | None") -> list[str]:
-    if config is None:
-        return []
-    tables: list[Any] = [config.decide]
-    if config.models is not None:
-        tables += [config.models.heavy, config.models.fast, config.models.light]
-    values = [os.environ.get(t.api_key_env) or "" for t in tables if t is not None and t.api_key_env]
-    return [v for v in values if len(v) >= 4]
+    return Redactor(known_secret_values(config))
 
 
 def run(path: str | os.PathLike[str], inputs: dict[str, Any] | None = None, **options: Any) -> RunResult:

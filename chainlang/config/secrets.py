@@ -1,0 +1,109 @@
+"""Where secrets come from (LANGUAGE.md §16): the one place that reads their values.
+
+Two kinds of secret are known to a project:
+- the API keys of the model tiers and of `[decide]`, read from the variables their
+  `api_key_env` names;
+- the `[secrets]` table: `NAME = {env = "VAR"}` or `{file = "PATH"}`, referenced in chains
+  as `{secrets.NAME}`.
+
+`secret_value(config, name)` reads one declared secret for a run that needs it, raising
+`MissingSecret` (naming the secret and its source, never a value) when it cannot.
+`known_secret_values(config)` is every value that can be read now, for masking: whatever
+writes anything of the project (a transcript, the store, a page, a diagnostic) masks these.
+A missing one is left out there: masking cannot hide what it cannot read, and the run that
+needs it fails before its first step.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chainlang.config.project import ProjectConfig
+
+__all__ = ["MAX_SECRET_BYTES", "MissingSecret", "known_secret_values", "secret_value", "source_of"]
+
+#: The longest secret file read (a key or a token, not a document).
+MAX_SECRET_BYTES = 64 * 1024
+
+#: Values shorter than this are not masked (masking every "a" would destroy the output);
+#: the same bound as runtime.secrets.MIN_SECRET_LENGTH.
+_MIN_LENGTH = 4
+
+
+class MissingSecret(Exception):
+    """A declared secret whose value cannot be read; the message names it and its source."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+def source_of(config: "ProjectConfig", name: str) -> str:
+    """How messages name where a secret comes from: `env CRM_TOKEN` or `file PATH`."""
+    source = config.secrets[name]
+    return f"the variable {source.env}" if source.env else f"the file {source.file}"
+
+
+def secret_value(config: "ProjectConfig", name: str) -> str:
+    """The value of the declared secret `name`; raises MissingSecret when it cannot be read
+    (an unset or empty variable, a missing, unreadable, too large or non-UTF-8 file)."""
+    if name not in config.secrets:
+        raise MissingSecret(name, f"secrets.{name} is not declared in {config.path.name}: add it to its [secrets] table")
+    source = config.secrets[name]
+    if source.env is not None:
+        value = os.environ.get(source.env)
+        if not value:
+            raise MissingSecret(name, f"secrets.{name}: the variable {source.env} is not set (or is empty); "
+                                      f"set it before the run, or change [secrets] {name} in {config.path.name}")
+        return value
+    assert source.file is not None
+    path = Path(os.path.expanduser(source.file))
+    if not path.is_absolute():
+        path = config.root / path
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_SECRET_BYTES + 1)
+    except OSError as exc:
+        raise MissingSecret(name, f"secrets.{name}: cannot read the file {source.file}: "
+                                  f"{exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_SECRET_BYTES:
+        raise MissingSecret(name, f"secrets.{name}: the file {source.file} is over {MAX_SECRET_BYTES // 1024} KiB; "
+                                  "a secret file holds one value")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MissingSecret(name, f"secrets.{name}: the file {source.file} is not UTF-8 text") from None
+    if text.endswith("\n"):
+        text = text[:-2] if text.endswith("\r\n") else text[:-1]
+    if not text:
+        raise MissingSecret(name, f"secrets.{name}: the file {source.file} is empty")
+    return text
+
+
+def api_key_values(config: "ProjectConfig | None") -> list[str]:
+    """The API keys of `[decide]` and the model tiers that are set (4 characters or more)."""
+    if config is None:
+        return []
+    tables: list[Any] = [config.decide]
+    if config.models is not None:
+        tables += [config.models.heavy, config.models.fast, config.models.light]
+    values = [os.environ.get(t.api_key_env) or "" for t in tables if t is not None and t.api_key_env]
+    return [v for v in values if len(v) >= _MIN_LENGTH]
+
+
+def known_secret_values(config: "ProjectConfig | None") -> list[str]:
+    """Every secret value of the project that can be read now (API keys and declared
+    secrets), for masking; one that cannot be read is left out."""
+    values = api_key_values(config)
+    if config is not None:
+        for name in config.secrets:
+            try:
+                value = secret_value(config, name)
+            except MissingSecret:
+                continue
+            if len(value) >= _MIN_LENGTH and value not in values:
+                values.append(value)
+    return values
