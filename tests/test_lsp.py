@@ -3,147 +3,34 @@ real `python -m chainlang lsp` process, with Content-Length framing."""
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("pygls")
 
-TIMEOUT = 10.0  # a broken server fails the test instead of hanging it
-
-
-class Client:
-    """A minimal LSP client: requests wait for their response, notifications are kept in order."""
-
-    def __init__(self, cwd: Path, docs_url: str | None = None, argv: list[str] | None = None) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env.pop("CHAINLANG_DOCS_URL", None)
-        if docs_url is not None:
-            env["CHAINLANG_DOCS_URL"] = docs_url
-        self.proc = subprocess.Popen(argv or [sys.executable, "-m", "chainlang", "lsp"], cwd=cwd, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.notes: list[dict[str, Any]] = []
-        self.garbage: list[bytes] = []  # stdout lines that are not LSP framing
-        self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        out = self.proc.stdout
-        assert out is not None
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                if line in (b"\r\n", b"\n"):
-                    break
-                name, colon, value = line.decode("ascii", "replace").partition(":")
-                if not colon or name.lower() not in ("content-length", "content-type"):
-                    self.garbage.append(line)  # an editor would drop the connection here
-                elif name.lower() == "content-length":
-                    length = int(value)
-            assert length is not None
-            self.messages.put(json.loads(out.read(length)))
-
-    def send_raw(self, body: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.send_raw(json.dumps({"jsonrpc": "2.0", **message}).encode())
-
-    def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.send({"method": method, "params": params})
-
-    def request(self, method: str, params: Any) -> Any:
-        self.next_id += 1
-        ident = self.next_id
-        self.send({"id": ident, "method": method, "params": params})
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            msg = self._get(deadline, f"response to {method}")
-            if msg.get("id") == ident and "method" not in msg:
-                assert "error" not in msg, msg
-                return msg.get("result")
-            self._keep(msg)
-
-    def _keep(self, msg: dict[str, Any]) -> None:
-        if "method" in msg and "id" in msg:  # a request from the server (e.g. registerCapability): accept it
-            self.send({"id": msg["id"], "result": None})
-        else:
-            self.notes.append(msg)
-
-    def _get(self, deadline: float, what: str) -> dict[str, Any]:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"no {what} within {TIMEOUT}s")
-        try:
-            return self.messages.get(timeout=left)
-        except queue.Empty:
-            raise AssertionError(f"no {what} within {TIMEOUT}s") from None
-
-    def wait_note(self, method: str, match: Callable[[dict[str, Any]], bool] = lambda p: True) -> dict[str, Any]:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            for i, note in enumerate(self.notes):
-                if note.get("method") == method and match(note["params"]):
-                    del self.notes[: i + 1]
-                    return note["params"]
-            self._keep(self._get(deadline, method))
-
-    def diagnostics(self, uri: str, version: int | None = None) -> list[dict[str, Any]]:
-        params = self.wait_note("textDocument/publishDiagnostics",
-                                lambda p: p["uri"] == uri and (version is None or p.get("version") == version))
-        return list(params["diagnostics"])
-
-    def open(self, path: Path, text: str, version: int = 1) -> str:
-        uri = path.as_uri()
-        self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "yaml", "version": version, "text": text}})
-        return uri
-
-    def change(self, uri: str, text: str, version: int) -> None:
-        self.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
-                                               "contentChanges": [{"text": text}]})
-
-    def complete(self, uri: str, line: int, character: int) -> list[str]:
-        result = self.request("textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}})
-        items = result["items"] if isinstance(result, dict) else (result or [])
-        return [item["label"] for item in items]
-
-    def close(self) -> int:
-        self.request("shutdown", None)
-        self.notify("exit", {})
-        try:
-            return self.proc.wait(timeout=TIMEOUT)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
+from tests.lsp_util import TIMEOUT, TRUSTED, Client, finish, started
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[Client]:
-    c = Client(tmp_path)
-    result = c.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {}})
-    assert result["capabilities"]["completionProvider"]
-    assert result["capabilities"]["hoverProvider"]
-    c.notify("initialized", {})
+    c = started(tmp_path)
     yield c
-    assert not c.garbage, f"the server wrote non-protocol output to stdout: {c.garbage[:3]}"
-    if c.proc.poll() is None:
-        c.proc.kill()
-        c.proc.wait(timeout=TIMEOUT)
+    finish(c)
+
+
+@pytest.fixture
+def trusted_client(tmp_path: Path) -> Iterator[Client]:
+    """A server whose editor trusts the workspace: the project's tools are loaded."""
+    c = started(tmp_path, TRUSTED)
+    yield c
+    finish(c)
 
 
 def test_diagnostics_as_you_type(client: Client, tmp_path: Path) -> None:
@@ -259,7 +146,8 @@ def test_hover(client: Client, tmp_path: Path) -> None:
     assert client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 1}}) is None
 
 
-def test_project_tools_and_named_chains(client: Client, tmp_path: Path) -> None:
+def test_project_tools_and_named_chains(trusted_client: Client, tmp_path: Path) -> None:
+    client = trusted_client
     (tmp_path / "chainlang.toml").write_text('tools = ["tools.py"]\nchains = ["chains"]\n')
     (tmp_path / "tools.py").write_text(
         "import os\nfrom chainlang import event\n\n"
@@ -291,7 +179,8 @@ def test_project_tools_and_named_chains(client: Client, tmp_path: Path) -> None:
     assert client.diagnostics(uri, 2) == []
 
 
-def test_broken_project_is_reported_not_fatal(client: Client, tmp_path: Path) -> None:
+def test_broken_project_is_reported_not_fatal(trusted_client: Client, tmp_path: Path) -> None:
+    client = trusted_client
     (tmp_path / "chainlang.toml").write_text('tools = ["missing_module_xyz"]\n')
     uri = client.open(tmp_path / "a.chain.yaml", "steps:\n  - tools.now\n")
     [diag] = client.diagnostics(uri, 1)
@@ -401,3 +290,96 @@ def test_a_checker_crash_is_logged_not_fatal(tmp_path: Path) -> None:
         if c.proc.poll() is None:
             c.proc.kill()
             c.proc.wait(timeout=TIMEOUT)
+
+
+HOVER = b'{"jsonrpc": "2.0", "id": %d, "method": "textDocument/hover", "params": {"textDocument": {"uri": "file:///x.chain.yaml"}, "position": {"line": 0, "character": 0}}}'
+
+
+@pytest.mark.parametrize("frame, logged", [
+    (b"Content-Length: abc\r\n\r\n" + HOVER % 1, "Content-Length is not a whole number of bytes: 'abc'"),
+    (b"Content-Length: -5\r\n\r\n" + HOVER % 1, "Content-Length is not a whole number of bytes: '-5'"),
+    (b"Content-Length: 1e3\r\n\r\n" + HOVER % 1, "not a whole number"),
+    (b"Content-Type: application/vscode-jsonrpc\r\n\r\n" + HOVER % 1, "a message without a Content-Length header"),
+    (b"Content-Length: 0\r\n\r\n", "Content-Length 0"),
+    (b"hello there\r\n\r\n" + HOVER % 1, "not a message header: 'hello there'"),
+    (b"Content-Length: " + b"9" * 30 + b"\r\n\r\n{}", "not a whole number"),
+    (b"X-Padding: " + b"x" * 20_000 + b"\r\n\r\n{}", "a message header over 8192 bytes"),
+])
+def test_a_bad_frame_is_logged_and_the_next_one_answered(client: Client, frame: bytes, logged: str) -> None:
+    client.write(frame)
+    line = client.wait_stderr(logged)
+    assert line.startswith("chainlang lsp: error: ") and "looking for the next message" in line
+    # the stream is found again: the next well-formed request is answered
+    assert client.request("textDocument/hover", {"textDocument": {"uri": "file:///x.chain.yaml"},
+                                                 "position": {"line": 0, "character": 0}}) is None
+    assert not any("Traceback" in text for text in client.stderr)
+    assert client.close() == 0
+
+
+def test_header_names_in_any_case_are_read(client: Client) -> None:
+    body = HOVER % 7
+    client.write(b"content-length:%d\r\ncontent-type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" % len(body) + body)
+    assert client.response(7, "response to a lower-case header") is None
+
+
+def _peak_memory_kib(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+
+
+def test_a_huge_content_length_allocates_nothing(client: Client) -> None:
+    client.write(b"Content-Length: 1000000000000\r\n\r\n" + HOVER % 1)
+    line = client.wait_stderr("over the limit")
+    assert "1000000000000 bytes" in line and str(64 * 1024 * 1024) in line
+    assert client.request("textDocument/hover", {"textDocument": {"uri": "file:///x.chain.yaml"},
+                                                 "position": {"line": 0, "character": 0}}) is None
+    peak = _peak_memory_kib(client.proc.pid)
+    assert peak is None or peak < 1024 * 1024, f"peak memory {peak} KiB"  # nothing near the declared size
+    assert not any("MemoryError" in text or "Traceback" in text for text in client.stderr)
+    assert client.close() == 0
+
+
+def test_input_ending_inside_a_message_ends_the_server_cleanly(client: Client) -> None:
+    client.write(b"Content-Length: 500\r\n\r\n{\"jsonrpc\": ")
+    assert client.proc.stdin is not None
+    client.proc.stdin.close()
+    assert client.proc.wait(timeout=TIMEOUT) == 0
+    client.wait_stderr("the input ended inside a message (12 of 500 bytes)")
+    assert not any("Traceback" in text for text in client.stderr)
+
+
+def test_frame_reader_skips_a_body_over_the_limit() -> None:
+    import io
+
+    from chainlang.lsp.framing import FrameReader
+
+    big = b'{"text": "' + b"x" * 5000 + b'"}'
+    small = b'{"id": 1}'
+    stream = io.BytesIO(b"Content-Length: %d\r\n\r\n" % len(big) + big + b"Content-Length: %d\r\n\r\n" % len(small) + small)
+    problems: list[str] = []
+    reader = FrameReader(stream, problems.append, max_body=1000)
+    assert reader.next_body() == small
+    assert reader.next_body() is None
+    assert problems == ["a message of 5012 bytes is over the limit of 1000 bytes: skipped (the request gets no "
+                        "answer); looking for the next message"]
+
+
+def test_frame_reader_gets_past_an_endless_header_line() -> None:
+    import io
+
+    from chainlang.lsp.framing import FrameReader
+
+    small = b'{"id": 2}'
+    stream = io.BytesIO(b"Content-Length: " + b"9" * 200_000 + b"\r\n\r\n{}" + b"Content-Length: %d\r\n\r\n" % len(small) + small)
+    problems: list[str] = []
+    reader = FrameReader(stream, problems.append)
+    got: list[bytes | None] = []
+    worker = threading.Thread(target=lambda: got.append(reader.next_body()), daemon=True)
+    worker.start()
+    worker.join(TIMEOUT)
+    assert not worker.is_alive(), "the reader is stuck on the long header"
+    assert got == [small]
+    assert problems[0].startswith("a message header over 8192 bytes")

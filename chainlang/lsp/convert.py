@@ -10,8 +10,12 @@ from pygls.workspace.position_codec import PositionCodec
 
 from chainlang.diagnostics import Diagnostic
 from chainlang.diagnostics.rules import RULES_BY_ID
+from chainlang.runtime.secrets import Redactor
 
 SOURCE = "chainlang"
+
+#: Added to an unknown-event diagnostic that the untrusted project's own tools may answer.
+UNSURE_NOTE = "(the project's tools are not loaded in an untrusted workspace: it may be one of theirs)"
 
 
 def docs_base() -> str | None:
@@ -25,9 +29,12 @@ def docs_base() -> str | None:
     return None if base == DOCS_URL else base
 
 
-def to_lsp(diag: Diagnostic, lines: Sequence[str], codec: PositionCodec | None = None) -> types.Diagnostic:
+def to_lsp(diag: Diagnostic, lines: Sequence[str], codec: PositionCodec | None = None, *,
+           unsure: bool = False, secrets: Redactor | None = None) -> types.Diagnostic:
     """`diag` (1-based line/column in code points, end exclusive) as 0-based LSP
-    positions in the client's position encoding (UTF-16 unless negotiated)."""
+    positions in the client's position encoding (UTF-16 unless negotiated).
+    `unsure`: the project's unloaded tools may answer it, so it is information, not an
+    error. `secrets`: masked in the message and hint, as `run` masks them."""
     codec = codec or PositionCodec()
     start = types.Position(max(diag.line - 1, 0), max(diag.column - 1, 0))
     end_line, end_col = diag.end_line - 1, diag.end_column - 1
@@ -35,6 +42,11 @@ def to_lsp(diag: Diagnostic, lines: Sequence[str], codec: PositionCodec | None =
         end_line, end_col = start.line, start.character + 1  # never an empty range: editors hide those
     rng = types.Range(_client(codec, lines, start), _client(codec, lines, types.Position(end_line, end_col)))
     message = diag.message + (f"\nhint: {diag.hint}" if diag.hint else "")
+    if secrets:
+        message = secrets.mask(message)
+    severity = types.DiagnosticSeverity.Error if diag.severity == "error" else types.DiagnosticSeverity.Warning
+    if unsure:
+        message, severity = f"{message}\n{UNSURE_NOTE}", types.DiagnosticSeverity.Information
     rule = RULES_BY_ID.get(diag.rule)
     base = docs_base()
     href = None
@@ -45,7 +57,7 @@ def to_lsp(diag: Diagnostic, lines: Sequence[str], codec: PositionCodec | None =
     return types.Diagnostic(
         range=rng,
         message=message,
-        severity=types.DiagnosticSeverity.Error if diag.severity == "error" else types.DiagnosticSeverity.Warning,
+        severity=severity,
         code=diag.rule,
         code_description=href,
         source=SOURCE,

@@ -1,12 +1,22 @@
-"""The language server: document events, debounced checks, completion and hover."""
+"""The language server: document events, debounced checks, completion and hover.
+
+It reads stdin through chainlang.lsp.framing (a bad or huge frame is logged and
+skipped, never fatal), and runs no project code until the workspace is trusted
+(chainlang.lsp.trust): until then the first document it reports on carries one
+notice saying what was not loaded and how to trust the project.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sys
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -15,7 +25,8 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 from chainlang.lsp.convert import SOURCE, to_lsp
-from chainlang.lsp.project import Projects, ProjectView, check_document
+from chainlang.lsp.project import Projects, ProjectView, check_document, unsure
+from chainlang.lsp.trust import env_trust, notice, option_trust
 from chainlang.pipeline import CHAIN_SUFFIXES, HOOKS_SUFFIXES
 
 DEBOUNCE_SECONDS = 0.25  # typing faster than this checks only the last text
@@ -26,13 +37,37 @@ class ChainServer(LanguageServer):
         from chainlang import __version__
 
         super().__init__("chainlang", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.projects = Projects()
+        trusted, self.trust_problem = env_trust()
+        self.projects = Projects(trusted)
         self.pending: dict[str, asyncio.Task[None]] = {}
         # one checking thread: checks never overlap, and the loop keeps answering meanwhile
         self.checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chainlang-check")
+        self.notice_uri: str | None = None  # the document that carries the untrusted-workspace notice
+        self.notice_logged = False
 
     def log(self, kind: types.MessageType, message: str) -> None:
         self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def start_io(self, stdin: "BinaryIO | None" = None, stdout: "BinaryIO | None" = None) -> None:
+        """pygls' own stdio loop, reading stdin through CheckedFrames: a frame with a bad
+        or missing Content-Length, or one over the size limit, is logged to stderr and
+        skipped, and the server goes on answering (pygls alone stops reading for good)."""
+        from pygls.io_ import StdoutWriter, run_async
+
+        from chainlang.lsp.framing import CheckedFrames
+
+        self._stop_event = threading.Event()  # what pygls' shutdown() sets to end the loop
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = CheckedFrames(stdin or sys.stdin.buffer, self.thread_pool)
+        try:
+            asyncio.run(run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol,
+                                  logger=logging.getLogger("pygls.server"), error_handler=self.report_server_error))
+        except BrokenPipeError:
+            print("chainlang lsp: error: the editor closed the connection", file=sys.stderr, flush=True)
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()  # type: ignore[no-untyped-call]  # pygls leaves it unannotated
 
 
 def is_chain_document(uri: str) -> bool:
@@ -64,7 +99,7 @@ async def _check_later(server: ChainServer, uri: str, delay: float) -> None:
     from chainlang.pipeline import UsageError
 
     try:
-        found = await loop.run_in_executor(server.checker, check_document, path, text, server.projects)
+        found, view = await loop.run_in_executor(server.checker, check_document, path, text, server.projects)
     except asyncio.CancelledError:
         raise
     except UsageError as exc:  # the project itself is broken (chainlang.toml, a tool): say so at the top
@@ -84,7 +119,22 @@ async def _check_later(server: ChainServer, uri: str, delay: float) -> None:
     if current is None:
         return
     lines = text.splitlines(keepends=True)
-    _publish(server, uri, version, [to_lsp(d, lines, current.position_codec) for d in found])
+    diagnostics = [to_lsp(d, lines, current.position_codec, unsure=unsure(d, view, lines), secrets=view.secrets)
+                   for d in found]
+    if view.held_back and server.notice_uri in (None, uri):
+        server.notice_uri = uri
+        diagnostics.insert(0, _trust_notice(server, view))
+    _publish(server, uri, version, diagnostics)
+
+
+def _trust_notice(server: ChainServer, view: ProjectView) -> types.Diagnostic:
+    """The one diagnostic, on the first line, that says the project's code was not run."""
+    message = notice(view.held_back)
+    if not server.notice_logged:
+        server.notice_logged = True
+        server.log(types.MessageType.Info, message)
+    return types.Diagnostic(range=types.Range(types.Position(0, 0), types.Position(0, 1)), message=message,
+                            severity=types.DiagnosticSeverity.Information, code="untrusted", source=SOURCE)
 
 
 def _publish(server: ChainServer, uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
@@ -99,6 +149,15 @@ async def _view(server: ChainServer, doc: TextDocument) -> ProjectView:
 
 def build_server() -> ChainServer:
     server = ChainServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: ChainServer, params: types.InitializeParams) -> None:
+        trusted, option_problem = option_trust(params.initialization_options)
+        for problem in (ls.trust_problem, option_problem):
+            if problem:
+                ls.log(types.MessageType.Warning, f"chainlang: {problem}")
+        if trusted:
+            ls.projects.trusted = True
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: ChainServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -125,6 +184,8 @@ def build_server() -> ChainServer:
         task = ls.pending.pop(params.text_document.uri, None)
         if task is not None:
             task.cancel()
+        if ls.notice_uri == params.text_document.uri:
+            ls.notice_uri = None  # the next document reported on carries the notice
         _publish(ls, params.text_document.uri, None, [])
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION,

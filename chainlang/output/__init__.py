@@ -14,6 +14,10 @@ deterministic: the same diagnostics and sources give byte-identical output
 (no timestamps, no paths beyond those the diagnostics carry), and the order of
 the diagnostics is kept as given. Every non-empty output ends with a newline;
 ``github`` output for no diagnostics is the empty string.
+
+No format shows a secret: messages, hints and the text format's source lines
+are masked (`***`) with the secrets of the diagnostics' projects, as a run's
+output is (see `chainlang.output.masking`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from chainlang import __version__
 if TYPE_CHECKING:
     from chainlang.diagnostics import Diagnostic
     from chainlang.load.source import SourceFile
+    from chainlang.runtime.secrets import Redactor
 
 __all__ = ["FORMATS", "render"]
 
@@ -40,6 +45,7 @@ def render(
     color: bool = False,
     tool_version: str = __version__,
     files_checked: int | None = None,
+    secrets: Redactor | None = None,
 ) -> str:
     """Render `diagnostics` (already sorted) in the output format `fmt`.
 
@@ -48,12 +54,20 @@ def render(
     `color` adds ANSI colours to the text format; the caller decides (a
     terminal, and NO_COLOR unset). `tool_version` is the version the SARIF log
     names. `files_checked` is the file count of the text summary line (by
-    default, the number of distinct files among the diagnostics).
+    default, the number of distinct files among the diagnostics). `secrets` are
+    masked everywhere; by default, those of the projects of the diagnostics' files.
     """
+    from chainlang.output.masking import masked, project_secrets
+
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of: {', '.join(FORMATS)}")
+    if secrets is None:
+        secrets = project_secrets({d.file for d in diagnostics})
+    diagnostics = masked(diagnostics, secrets)
     if fmt == "text":
         from chainlang.output import text
 
-        return text.render(diagnostics, sources, color=color, files_checked=files_checked)
+        return text.render(diagnostics, sources, color=color, files_checked=files_checked, secrets=secrets)
     if fmt == "json":
         from chainlang.output import jsonfmt
 
@@ -66,4 +80,4 @@ def render(
         from chainlang.output import sarif
 
         return sarif.render(diagnostics, tool_version=tool_version)
-    raise ValueError(f"unknown output format {fmt!r}; expected one of: {', '.join(FORMATS)}")
+    raise AssertionError(fmt)

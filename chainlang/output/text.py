@@ -15,7 +15,8 @@ in terminal cells so that it stays under the right character when the line
 holds tabs (expanded to tab stops every `TAB_WIDTH` cells), wide characters
 (two cells) or combining marks (none). Control characters of the source are
 shown as their Unicode control pictures (so a file cannot send escape codes to
-the terminal), and a CRLF line ending is dropped.
+the terminal), and a CRLF line ending is dropped. A secret in the line is
+shown as `***` (the caret stays under the character it marks).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections.abc import Mapping, Sequence
 
 from chainlang.diagnostics import Diagnostic
 from chainlang.load.source import SourceFile
+from chainlang.output.masking import secret_spans
+from chainlang.runtime.secrets import REDACTED, Redactor
 
 __all__ = ["TAB_WIDTH", "render", "summary"]
 
@@ -43,8 +46,11 @@ def render(
     *,
     color: bool = False,
     files_checked: int | None = None,
+    secrets: Redactor | None = None,
 ) -> str:
-    blocks = [_diagnostic(d, sources.get(d.file), color) for d in diagnostics]
+    """`secrets` are masked in the source lines shown (the caller masks messages and hints)."""
+    secrets = secrets or Redactor()
+    blocks = [_diagnostic(d, sources.get(d.file), color, secrets) for d in diagnostics]
     if files_checked is None:
         files_checked = len({d.file for d in diagnostics})
     line = summary(diagnostics, files_checked)
@@ -70,13 +76,13 @@ def _style(text: str, code: str, color: bool) -> str:
     return f"{code}{text}{_RESET}" if color else text
 
 
-def _diagnostic(d: Diagnostic, source: SourceFile | None, color: bool) -> str:
+def _diagnostic(d: Diagnostic, source: SourceFile | None, color: bool, secrets: Redactor) -> str:
     severity_code = _SEVERITY.get(d.severity, _BOLD)
     location = _style(f"{d.shown_file}:{d.line}:{d.column}", _CYAN, color)
     severity = _style(d.severity, severity_code, color)
     lines = [f"{location}: {severity}: {_printable(d.message)} [{d.rule} {d.slug}]"]
 
-    snippet = _snippet(d, source)
+    snippet = _snippet(d, source, secrets)
     if snippet is not None:
         shown, caret = snippet
         number = str(d.line)
@@ -94,7 +100,8 @@ def _diagnostic(d: Diagnostic, source: SourceFile | None, color: bool) -> str:
     return "\n".join(lines)
 
 
-def _snippet(d: Diagnostic, source: SourceFile | None) -> tuple[str, tuple[int, str]] | None:
+def _snippet(d: Diagnostic, source: SourceFile | None,
+             secrets: Redactor | None = None) -> tuple[str, tuple[int, str]] | None:
     """The displayed source line and (padding, ``^~~``) of the caret, or None."""
     if source is None:
         return None
@@ -102,6 +109,7 @@ def _snippet(d: Diagnostic, source: SourceFile | None) -> tuple[str, tuple[int, 
     if not 1 <= d.line <= last_line:
         return None
     text = source.line_text(d.line).removesuffix("\r")
+    hidden = secret_spans(text, secrets) if secrets else []  # found in the whole line: a window may cut one
     # a very long line (minified JSON) is cut to a window around the column first, so
     # many diagnostics on one huge line cost nothing more than on a short one
     offset = 0
@@ -109,6 +117,10 @@ def _snippet(d: Diagnostic, source: SourceFile | None) -> tuple[str, tuple[int, 
         offset = max(0, min(d.column - 1, len(text)) - 2 * MAX_SHOWN)
         text = text[offset : offset + 4 * MAX_SHOWN]
     cells = _cells(text)
+    for start, end in hidden:  # each secret shows as one `***`, its other characters as nothing
+        start, end = max(start - offset, 0), min(end - offset, len(cells))
+        for i in range(start, end):
+            cells[i] = (REDACTED, len(REDACTED)) if i == start else ("", 0)
     start = min(max(d.column - offset, 1), len(text) + 1) - 1
     end = start + 1
     if d.end_line == d.line and d.end_column > d.column:
