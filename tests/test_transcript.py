@@ -317,7 +317,7 @@ def test_reopen_of_a_corrupt_transcript_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match=":1: the line has no seal"):  # the writer verifies seals first
         TranscriptWriter(path, "r")
     reseal(path)  # sealed, and still no record
-    with pytest.raises(TranscriptError, match=":1: unknown record type None"):
+    with pytest.raises(TranscriptError, match=":1: a record without a type"):
         TranscriptWriter(path, "r")
 
 
@@ -406,7 +406,7 @@ def reseal(path: Path, key: bytes = b"") -> None:
     path.write_bytes(b"".join(out))
 
 
-def _line(kind: str, run_id: Any = "run-1", seq: Any = 4, ts: Any = "x", **rec: Any) -> str:
+def _line(kind: str, run_id: Any = "run-1", seq: Any = 4, ts: Any = "2025-01-02T03:04:05.678Z", **rec: Any) -> str:
     """A line as a hand (not the writer) would write it; `...` leaves an envelope member out."""
     envelope = {"type": kind, "run_id": run_id, "seq": seq, "ts": ts}
     return json.dumps({k: v for k, v in {**envelope, **rec}.items() if v is not ...}, separators=(",", ":"))
@@ -494,7 +494,7 @@ def test_unterminated_but_invalid_record_is_corruption(tmp_path: Path) -> None:
 
 def test_missing_run_started(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_text('{"type":"clock","run_id":"r","seq":1,"ts":"x","value":"v"}\n')
+    path.write_text('{"type":"clock","run_id":"r","seq":1,"ts":"2025-01-02T03:04:05.678Z","value":"v"}\n')
     with pytest.raises(TranscriptError, match=r":1: the first record is clock, not run_started"):
         read_transcript(path)
     path.write_text("")

@@ -13,11 +13,13 @@ from chainlang.pipeline import UsageError
 
 def report_command(transcript: str, output: str | None) -> int:
     """Write the report next to the transcript (RUN.jsonl → RUN.html), to `output`, or to
-    stdout (`-`); say where on stdout. The chain's graph is shown for a chain of the project
+    stdout (`-`); say where on stdout. A file that is not a readable transcript exits 1,
+    naming the line and what is wrong with it. The chain's graph is shown for a chain of the project
     the command runs in (compiling it loads that project's tools)."""
     from chainlang.config.project import find_project_config
     from chainlang.registry.errors import RegistryError
     from chainlang.report import report_html, report_of
+    from chainlang.report.page import UnreadableTranscript
     from chainlang.runtime.resume import _not_a_transcript
 
     source = Path(transcript)
@@ -27,7 +29,13 @@ def report_command(transcript: str, output: str | None) -> int:
         config = find_project_config(Path.cwd())
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
-    page = report_of(source, trusted=config.root if config is not None else Path.cwd())
+    try:
+        page = report_of(source, trusted=config.root if config is not None else Path.cwd())
+    except UnreadableTranscript as exc:  # the file's content is wrong, not the command: exit 1
+        from chainlang.runtime.secrets import escape_surrogates
+
+        click.echo(f"chainlang: error: {escape_surrogates(str(exc))}", err=True)
+        return 1
     html = report_html(page)
     if output == "-":
         sys.stdout.write(html)

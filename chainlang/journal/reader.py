@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import os
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,19 +94,19 @@ def _parse(data: bytes, source: Path, key: bytes | None = None) -> _Parsed:
     lines = data.split(b"\n")
     # `lines[-1]` is what follows the last newline: empty for a clean file
     tail = lines.pop()
+    cut_at: int | None = None
     if tail:
         try:
             json.loads(tail.decode("utf-8"))
+        except RecursionError:  # not a torn write (no writer nests this deep): refused below
+            lines.append(tail)
         except ValueError:  # UnicodeDecodeError is a ValueError too
             # an unterminated, unparsable last line: the write a crash interrupted. (No
             # proper prefix of a JSON object line is itself a JSON value.)
-            cut_at: int | None = len(data) - len(tail)
+            cut_at = len(data) - len(tail)
         else:
             # complete, only its newline is missing: it must be a valid record
             lines.append(tail)
-            cut_at = None
-    else:
-        cut_at = None
     records: list[tuple[int, dict[str, Any]]] = []
     macs: list[bytes] = []
     previous = GENESIS
@@ -133,17 +135,28 @@ def _verify_line(raw: bytes, number: int, source: Path, key: bytes, previous: by
 
 
 def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
+    """The record of one line, checked once here for everything a reader of it relies on:
+    the envelope (a known `type`, a string `run_id`, a positive integer `seq`, an ISO 8601
+    `ts` with its offset), each member of its type (chainlang.journal.records), numbers
+    that are finite. A transcript is untrusted: whatever else it holds is only shown."""
     where = f"{source}:{number}"
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
     except UnicodeDecodeError:
         raise TranscriptError(f"{where}: not UTF-8 text") from None
+    except RecursionError:
+        raise TranscriptError(f"{where}: the record nests too deeply to be read") from None
     except ValueError as exc:
         raise TranscriptError(f"{where}: not a JSON line ({exc})") from None
     if not isinstance(value, dict):
         raise TranscriptError(f"{where}: expected a JSON object, got {_json_kind(value)}")
     value.pop("mac", None)  # the seal belongs to the line, not to the record
     kind = value.get("type")
+    if "type" not in value:
+        raise TranscriptError(f"{where}: a record without a type")
+    if not isinstance(kind, str):
+        raise TranscriptError(f"{where}: the record's type must be a string (one of {', '.join(sorted(RECORD_TYPES))}), "
+                              f"not {_json_kind(kind)}")
     if kind not in RECORD_TYPES:
         raise TranscriptError(f"{where}: unknown record type {kind!r}")
     if not isinstance(value.get("run_id"), str):
@@ -151,13 +164,61 @@ def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
     seq = value.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int):
         raise TranscriptError(f"{where}: {kind} record without an integer seq")
+    if seq < 1:
+        raise TranscriptError(f"{where}: {kind} record: seq {seq} (seq counts from 1)")
     if not isinstance(value.get("ts"), str):
         raise TranscriptError(f"{where}: {kind} record without a string ts")
+    if ts_ms(value["ts"]) is None:
+        raise TranscriptError(f"{where}: {kind} record: ts {_shown(value['ts'])} is not an ISO 8601 time with its "
+                              "offset (e.g. 2025-01-02T03:04:05.678Z)")
     try:
         decode(value)
     except RecordError as exc:
         raise TranscriptError(f"{where}: {exc}") from None
+    error = value.get("error")
+    if isinstance(error, dict) and not isinstance(error.get("message", ""), str):
+        raise TranscriptError(f"{where}: {kind} record: the error's 'message' must be a string, not "
+                              f"{_json_kind(error['message'])}")
+    for name, member in value.items():
+        # a number the float arithmetic of a reader cannot take (1e400 written as an integer)
+        if isinstance(member, int) and not isinstance(member, bool) and name != "seq" and abs(member) > _MAX_FLOAT:
+            raise TranscriptError(f"{where}: {kind} record: {name!r} is a number too large to be read")
+    if kind == "run_started" and "\0" in value["file"]:  # a path
+        raise TranscriptError(f"{where}: run_started record: 'file' is not a path (it holds a NUL character)")
     return value
+
+
+_MAX_FLOAT = 1.7976931348623157e308
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return number
+
+
+def ts_ms(ts: str) -> float | None:
+    """A record's `ts` (ISO 8601 with an offset, `Z` for UTC) in ms since the epoch, or None
+    when it is not one (the reader refuses such a record; the report reads times with this)."""
+    try:
+        moment = datetime.fromisoformat(ts[:-1] + "+00:00" if ts.endswith("Z") else ts)
+    except ValueError:
+        return None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        return None
+    try:
+        return moment.timestamp() * 1000
+    except (OverflowError, ValueError):
+        return None
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    return repr(value if len(value) <= limit else value[:limit] + "…")
 
 
 def _check_head(parsed: _Parsed, head: "Head", source: Path, key: bytes) -> None:
@@ -185,7 +246,7 @@ def _check_head(parsed: _Parsed, head: "Head", source: Path, key: bytes) -> None
 
 
 def _json_kind(value: object) -> str:
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number"
     )
 
@@ -285,4 +346,4 @@ def read_transcript(path: str | os.PathLike[str], *, key: bytes | None = None,
     )
 
 
-__all__ = ["StepRecord", "Transcript", "TranscriptError", "read_transcript"]
+__all__ = ["StepRecord", "Transcript", "TranscriptError", "read_transcript", "ts_ms"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from chainlang.diagnostics import DiagnosticSink
-from chainlang.load.loader import MapNode, ScalarNode, SeqNode
+from chainlang.load.loader import MapNode, ScalarNode, SeqNode, to_data
 from chainlang.model.build import ModelBuilder
 from chainlang.model.nodes import Chain, EventStep, Hook, walk_steps
 from chainlang.load.source import SourceFile
@@ -40,6 +40,10 @@ def expand_nested_chains(chain: Chain, source: SourceFile, sink: DiagnosticSink,
             if value is None or not isinstance(value.node, SeqNode):
                 continue
             value.deferred = True
+            # the action as written, braces escaped as written: it is stored and parsed again
+            # when it runs (the data of a value has `{{` already unescaped to `{`, which would
+            # then be read as an expression)
+            value.data = to_data(value.node)
             trigger_names = _marked(schema, "trigger")
             assert step.params_node is not None  # selected above
             hook = Hook(node=step.params_node, index=len(chain.hooks), kind="registered" if trigger_names else "scheduled",
@@ -56,6 +60,7 @@ def expand_nested_chains(chain: Chain, source: SourceFile, sink: DiagnosticSink,
                     hook.condition = builder.condition(node, f"'{cond}'")
                     if cond in step.params:
                         step.params[cond].deferred = True  # an expression over the payload, not a template
+                        step.params[cond].data = to_data(node)
             depth = step.params.get("max_depth")
             if depth is not None and isinstance(depth.data, int) and not isinstance(depth.data, bool):
                 hook.max_depth = depth.data

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,14 @@ class RunReport:
 
 
 def ms_of(ts: Any) -> float:
-    """A record's `ts` in ms since the epoch; ValueError for one that is not a time."""
-    return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp() * 1000
+    """A record's `ts` in ms since the epoch (read as the transcript reader checked it);
+    ValueError for one that is not a time."""
+    from chainlang.journal.reader import ts_ms
+
+    ms = ts_ms(ts) if isinstance(ts, str) else None
+    if ms is None:
+        raise ValueError(f"not an ISO 8601 time with its offset: {str(ts)[:60]!r}")
+    return ms
 
 
 def _cut(value: Any, limit: int) -> Any:

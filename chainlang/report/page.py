@@ -23,10 +23,15 @@ from chainlang.report.model import RunReport, build
 if TYPE_CHECKING:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["Page", "held", "report_html", "report_of", "templates"]
+__all__ = ["Page", "UnreadableTranscript", "held", "report_html", "report_of", "templates"]
 
 HERE = Path(__file__).resolve().parent
 REFRESH = 3  # seconds between two loads of the report of a run under way, in serve
+
+
+class UnreadableTranscript(UsageError):
+    """A file that is not a transcript chainlang can read; the message names the file, the
+    line and what is wrong with it. `chainlang report` exits 1 with it, serve answers 422."""
 
 
 @dataclass
@@ -78,7 +83,7 @@ def report_of(path: Path, *, trusted: Path | None = None) -> Page:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
-        raise UsageError(f"not a transcript chainlang can read: {exc}") from None
+        raise UnreadableTranscript(f"not a transcript chainlang can read: {exc}") from None
     if transcript.torn_tail:
         notes.append("The transcript's last line was cut off while it was written (a crash or a kill); it is "
                      "not shown.")
@@ -123,10 +128,15 @@ def _graph(started: dict[str, Any], trusted: Path | None) -> tuple[dict[str, Any
     if started.get("emit"):
         return None, "An emit runs the hooks of its event, not a chain: their actions are in the timeline."
     file = Path(str(started.get("file", "")))
-    if trusted is None or not file.resolve().is_relative_to(trusted.resolve()):
-        return None, (f"The chain file {file} is not in this project: run chainlang report in its project to see "
-                      "its graph.")
-    if not file.is_file():
+    try:
+        inside = trusted is not None and file.resolve().is_relative_to(trusted.resolve())
+        there = inside and file.is_file()
+    except OSError as exc:  # a name too long for the file system, a loop of links...: the transcript's word
+        return None, f"The chain file {_shown(file)} cannot be looked at: {exc.strerror or exc}."
+    if not inside:
+        return None, (f"The chain file {_shown(file)} is not in this project: run chainlang report in its project to "
+                      "see its graph.")
+    if not there:
         return None, f"The chain file {file} is not there any more."
     try:
         prepared = prepare(file)
@@ -137,6 +147,11 @@ def _graph(started: dict[str, Any], trusted: Path | None) -> tuple[dict[str, Any
     if prepared.graph is None:
         return None, f"The chain file {file} has check errors now."
     return dict(json.loads(to_json(prepared.graph))), None
+
+
+def _shown(path: Path, limit: int = 300) -> str:
+    text = str(path)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def templates() -> "ImmutableSandboxedEnvironment":
@@ -158,13 +173,16 @@ def report_html(page: Page, *, live: bool = False, home: str | None = None, nonc
     Content-Security-Policy allows no other script and no network)."""
     import secrets
 
+    from chainlang.runtime.secrets import escape_surrogates
+
     report = page.report
     statuses = _statuses(report)
-    return templates().get_template("report.html.j2").render(
+    # a lone surrogate (a transcript keeps one \u-escaped) shown as its escape: the page is UTF-8
+    return escape_surrogates(templates().get_template("report.html.j2").render(
         page=page, report=report, details=report.details(), statuses=statuses, ticks=ticks(report.span_ms),
         refresh=REFRESH if live and report.status == "running" else None, home=home,
         nonce=nonce or secrets.token_urlsafe(16),
-        made=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+        made=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")))
 
 
 def _statuses(report: RunReport) -> dict[str, str]:

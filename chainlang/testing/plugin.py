@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from chainlang.testing.project import ChainProject
-from chainlang.testing.runner import CaseFailed, run_case
+from chainlang.testing.isolate import run_isolated
+from chainlang.testing.runner import CaseFailed
 from chainlang.testing.spec import ChaintestError, TestCase, TestFile, is_test_file, load_test_file
 
 __all__ = ["ChaintestFile", "ChaintestItem", "chain_project"]
@@ -54,7 +55,8 @@ class ChaintestItem(pytest.Item):
         self.case = case
 
     def runtest(self) -> None:
-        run_case(self.spec, self.case, update=bool(self.config.getoption("chaintest_update")))
+        # in a process of its own, killed past the test's timeout (a step that hangs cannot hang pytest)
+        run_isolated(self.spec, self.case, update=bool(self.config.getoption("chaintest_update")))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:

@@ -131,6 +131,11 @@ class ChainProject:
             argv = argv[1:]
         if not argv:
             raise ValueError("command: empty; write a chainlang command such as `threads list`")
+        from chainlang.testing.spec import _check_command
+
+        _check_command(line, ValueError)
+        for arg in argv[1:]:
+            self._confined(arg)
         here = os.getcwd()
         os.chdir(self.root)
         try:
@@ -171,6 +176,25 @@ class ChainProject:
                 registry = default_registry((), self.root)
             self._registry = self.fakes.install(registry)
         return self._registry
+
+    def _confined(self, arg: str) -> None:
+        """A command's argument that names a path (or an option's `--name=PATH`) stays in the
+        copy: not absolute, not leading out with `..`, not through a link that points out."""
+        value = arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg
+        if value.startswith("-") or not value:
+            return
+        if value.startswith(("/", "~")):
+            raise ValueError(f"command: {arg}: an absolute path; a test's command names files of the project, "
+                             "relative to it")
+        candidate = self.root / value
+        if ".." in Path(value).parts or os.path.lexists(candidate):
+            try:
+                self._inside(value)
+            except ValueError:
+                raise ValueError(f"command: {arg}: outside the project (with .., or through a link that points "
+                                 "out); a test's command names files of the project") from None
+            except OSError:
+                return  # not a path the file system takes: the command says what it is
 
     def _inside(self, relative: str) -> Path:
         path = (self.root / relative).resolve()

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from chainlang.testing.expect import check_expectations
 from chainlang.testing.project import ChainProject, StepResult
@@ -36,9 +36,12 @@ class CaseFailed(Exception):
         return "\n".join(lines)
 
 
-def run_case(test_file: TestFile, case: TestCase, update: bool = False) -> list[StepResult]:
-    """Run the test's steps; raises CaseFailed at the first step that is not as expected."""
-    workdir = Path(tempfile.mkdtemp(prefix="chaintest-"))
+def run_case(test_file: TestFile, case: TestCase, update: bool = False, *, workdir: Path | None = None,
+             on_step: Callable[[int], None] | None = None) -> list[StepResult]:
+    """Run the test's steps; raises CaseFailed at the first step that is not as expected.
+    `workdir`: where the project is copied (default: a new temporary directory); `on_step`
+    is told the index of each step as it begins."""
+    workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="chaintest-"))
     models = case.models
     if isinstance(models, str):
         models = test_file.path.parent / models
@@ -52,7 +55,9 @@ def run_case(test_file: TestFile, case: TestCase, update: bool = False) -> list[
     done: dict[str, StepResult] = {}
     results: list[StepResult] = []
     try:
-        for step in case.steps:
+        for index, step in enumerate(case.steps):
+            if on_step is not None:
+                on_step(index)
             try:
                 result = _do(project, step, done)
             except (ValueError, LookupError) as exc:

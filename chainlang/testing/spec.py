@@ -9,16 +9,21 @@ naming the file, the line and column, what is wrong and how to fix it.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ChaintestError", "Step", "TestCase", "TestFile", "load_test_file", "is_test_file"]
+__all__ = ["COMMANDS", "DEFAULT_TIMEOUT", "ChaintestError", "Step", "TestCase", "TestFile", "load_test_file",
+           "is_test_file"]
 
 SUFFIXES = (".chaintest.yaml", ".chaintest.yml")
 # what a test is made of, besides its steps; the same keys may sit at the top of a one-test file
 _ONE_STEP = ("chain", "inputs", "thread", "emit", "data", "id", "expect")
-_DEFAULTS = ("now", "tools", "models")
+_DEFAULTS = ("now", "tools", "models", "timeout")
+#: seconds a test may take when its file does not say (timeout:); then it fails and its process is killed
+DEFAULT_TIMEOUT = 60.0
 
 
 class ChaintestError(Exception):
@@ -54,7 +59,8 @@ class TestCase:
     steps: list[Step]
     now: str | None = None
     tools: dict[str, Any] = field(default_factory=dict)
-    models: Any = None  # a rules file (relative to the test file) or {"rules": [...]}
+    models: Any = None  # a rules file (its path, checked to be in the project) or {"rules": [...]}
+    timeout: float = DEFAULT_TIMEOUT  # seconds for the whole test
 
     __test__ = False  # not a pytest class, despite its name
 
@@ -64,6 +70,9 @@ class TestFile:
     path: Path
     project: Path  # the directory each test copies
     tests: list[TestCase]
+    #: the project the test file belongs to (the directory of the chainlang.toml above it, else its
+    #: own): every file the tests name (the project copied, goldens, rules files) is inside it
+    home: Path | None = None
 
     __test__ = False
 
@@ -100,6 +109,7 @@ class _Reader:
     def __init__(self, path: Path, root: Any) -> None:
         self.path = path
         self.root = root
+        self.home = _project_of(path.parent).resolve()
 
     def where(self, at: list[Any]) -> str:
         from chainlang.load.loader import node_at
@@ -149,10 +159,30 @@ class _Reader:
                     return f"{self.path}:{name.line}:{name.column}"
         return self.where(at)
 
+    def inside_home(self, at: list[Any], given: str, what: str) -> Path:
+        """`given` (relative to the test file) resolved, links followed; ChaintestError when it
+        is absolute or leads out of the project the test file belongs to."""
+        if Path(given).is_absolute() or given.startswith("~"):
+            raise self.fail(at, f"{what}: {given} is an absolute path; name it relative to the test file, inside "
+                                f"its project ({self.home})")
+        target = (self.path.parent / given).resolve()
+        if not target.is_relative_to(self.home):
+            raise self.fail(at, f"{what}: {given} is outside the test's project ({self.home}): it leads out of it "
+                                "(with .., or through a link that points out); a test names only files of its project")
+        return target
+
+    def in_copy(self, at: list[Any], given: str, what: str) -> None:
+        """A path inside the project's copy (a chain, a file a test reads): relative, not
+        leading out of it (links are followed when the test runs)."""
+        if Path(given).is_absolute() or given.startswith("~"):
+            raise self.fail(at, f"{what}: {given} is an absolute path; name a file of the project, relative to it")
+        if os.path.normpath(given).split(os.sep)[0] == "..":
+            raise self.fail(at, f"{what}: {given} leads out of the project; name a file of the project, relative to it")
+
     def test_file(self, document: dict[str, Any]) -> TestFile:
         project = self.path.parent
         if "project" in document:
-            project = (self.path.parent / document["project"]).resolve()
+            project = self.inside_home(["project"], document["project"], "project")
             if not project.is_dir():
                 raise self.fail(["project"], f"project: {document['project']} is not a directory")
         else:
@@ -173,7 +203,7 @@ class _Reader:
         for i, name in enumerate(names):
             if name in names[:i]:
                 raise self.fail(["tests", i, "name"], f"two tests are named {name!r}; give each its own name")
-        return TestFile(self.path, project, tests)
+        return TestFile(self.path, project, tests, self.home)
 
     def test(self, data: dict[str, Any], at: list[Any], defaults: dict[str, Any], setup: list[Step]) -> TestCase:
         one = [key for key in ("chain", "emit", "steps") if key in data]
@@ -189,8 +219,13 @@ class _Reader:
         else:
             steps = [self.step({k: data[k] for k in _ONE_STEP if k in data}, at)]
         tools = {**defaults.get("tools", {}), **data.get("tools", {})}
+        models = data.get("models", defaults.get("models"))
+        if isinstance(models, str):
+            where = at + ["models"] if "models" in data else ["models"]
+            models = str(self.inside_home(where, models, "models"))
+        timeout = float(data.get("timeout", defaults.get("timeout", DEFAULT_TIMEOUT)))
         return TestCase(str(data["name"]), self.line(at), setup + steps, data.get("now", defaults.get("now")),
-                        tools, data.get("models", defaults.get("models")))
+                        tools, models, timeout)
 
     def step(self, data: dict[str, Any], at: list[Any]) -> Step:
         kinds = [key for key in ("chain", "emit", "command") if key in data]
@@ -212,9 +247,40 @@ class _Reader:
         if kind == "command" and any(k in expect for k in ("status", "records", "transcript", "calls")):
             key = next(k for k in ("status", "records", "transcript", "calls") if k in expect)
             raise self.fail(at + ["expect", key], f"expect.{key}: a command step is checked with exit, output and files")
+        if kind == "command":
+            _check_command(data["command"], lambda message: self.fail(at + ["command"], message))
+        if kind == "chain":
+            self.in_copy(at + ["chain"], data["chain"], "chain")
+        if "transcript" in expect:
+            expect = {**expect, "transcript": str(self.inside_home(at + ["expect", "transcript"], expect["transcript"],
+                                                                   "expect.transcript"))}
+        for name in expect.get("files", {}):
+            self.in_copy(at + ["expect", "files"], name, f"expect.files.{name}")
         return Step({"chain": "run", "emit": "emit", "command": "command"}[kind], data[kind], self.line(at),
                     name=data.get("name"), inputs=dict(data.get("inputs", {})), data=data.get("data"),
                     thread=data.get("thread"), id=data.get("id"), now=data.get("now"), expect=dict(expect))
+
+
+#: the commands a test step may give: the ones that end by themselves (serve, worker and lsp run
+#: until they are stopped: a test that started one would never end)
+COMMANDS = ("check", "describe", "emit", "events", "graph", "report", "resume", "run", "schema", "tasks", "threads")
+
+
+def _check_command(line: str, fail: Callable[[str], Exception]) -> None:
+    """A command step's command is one of COMMANDS (raises `fail(message)` otherwise)."""
+    import shlex
+
+    try:
+        argv = shlex.split(line)
+    except ValueError:
+        return  # said when the step runs, with what shlex found
+    if argv[:1] == ["chainlang"]:
+        argv = argv[1:]
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        long_running = argv[0] in ("serve", "worker", "lsp")
+        why = "it runs until it is stopped, so the test would never end" if long_running else "not a chainlang command"
+        raise fail(f"command: {argv[0]}: {why}; a test step gives one of {', '.join(COMMANDS)}"
+                   + (" (test serve's hooks with emit: steps, which run them the same way)" if long_running else ""))
 
 
 def _project_of(directory: Path) -> Path:
