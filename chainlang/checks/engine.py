@@ -1,8 +1,10 @@
 """CL038: in a project whose chainlang.toml runs chains on Temporal (`[engine] kind =
 "temporal"`), a chain that engine cannot run as it is written: its `limits.max_steps`
 allows a run longer than one workflow's history holds (Temporal ends a workflow past
-51,200 events; chainlang.engine.temporal.support). Told by the checker, before a run
-fails on it. A chain file outside any project is not reported."""
+51,200 events; chainlang.engine.temporal.support), or it references a secret
+(`{secrets.NAME}`): the params of a tool are an activity's input, which Temporal keeps in
+the workflow's history, so the value would be stored there in clear. Told by the checker,
+before a run fails on it. A chain file outside any project is not reported."""
 
 from __future__ import annotations
 
@@ -52,3 +54,13 @@ def check(ctx: CheckContext) -> None:
                    f"{MAX_STEPS_IN_ONE_HISTORY:,} steps of one chain",
                    where, f"keep max_steps at {MAX_STEPS_IN_ONE_HISTORY:,} or less, and move the repeated steps into "
                           "a named chain: each call of it runs as a child workflow, with a history of its own")
+    for info in ctx.analysis.refs:
+        if info.kind == "secret" and info.problem is None:
+            site = info.site
+            ctx.report(rules.NOT_ON_ENGINE,
+                       f"{info.ref.dotted()}: a secret cannot be used on the Temporal engine: a tool's params are "
+                       "an activity's input, which Temporal keeps in the workflow's history, so the value would be "
+                       "stored there in clear",
+                       ctx.expr_span(site.node, site.base + info.ref.start, site.base + info.ref.end),
+                       "run this chain on the embedded engine (a project without [engine] kind = \"temporal\"), or "
+                       "let the tool read the secret itself (from its environment on the workers)")

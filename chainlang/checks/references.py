@@ -1,11 +1,12 @@
-"""CL021–CL026: references whose root, input, position, index or path cannot be right."""
+"""CL021–CL026, CL039: references whose root, input, position, index, path or secret cannot be right."""
 
 from __future__ import annotations
 
 from chainlang.diagnostics import rules
 from chainlang.checks.base import CheckContext
 
-RULES = (rules.REF_UNKNOWN, rules.REF_INPUT, rules.REF_FORWARD, rules.REF_SIBLING, rules.REF_INDEX, rules.REF_PATH)
+RULES = (rules.REF_UNKNOWN, rules.REF_INPUT, rules.REF_FORWARD, rules.REF_SIBLING, rules.REF_INDEX, rules.REF_PATH,
+         rules.REF_SECRET)
 
 
 def check(ctx: CheckContext) -> None:

@@ -35,6 +35,7 @@ from chainlang.diagnostics.suggest import affordable, did_you_mean
 
 if TYPE_CHECKING:
     from chainlang.checks.base import CheckContext
+    from chainlang.config.secrets import DeclaredSecrets
     from chainlang.expr.ast import Expr
 
 STEP_FIELDS = ("result", "status", "error", "params", "duration_ms")
@@ -61,7 +62,7 @@ class ExprSite:
 class RefInfo:
     site: ExprSite
     ref: Ref
-    kind: str  # step, input, loop, run, thread, payload, event, unknown
+    kind: str  # step, input, loop, run, thread, secret, payload, event, unknown
     type: Any  # a chainlang.expr.types Type
     problem: tuple[Rule, str, str | None, int, int] | None = None  # rule, message, hint, start, end (in expr)
     binding: Binding | None = None  # what it names, for the runtime (None: it names nothing)
@@ -182,6 +183,7 @@ class Analyser:
         self._result_types: dict[str, Any] = {}
         self.bindings = ChainBindings()
         self._collect: ChainBindings | None = self.bindings  # a hook's own while walking that hook
+        self._secrets: "DeclaredSecrets | None" = None  # the project's declared secrets, when first needed
 
     # -- walking --
 
@@ -293,6 +295,7 @@ class Analyser:
     def site(self, site: ExprSite, doc: Document, scope: Scope) -> Any:
         self.analysis.sites.append(site)
         collect = self._collect
+        secrets: list[RefInfo] = []
         for ref in iter_refs(site.expr):
             info = self.resolve(ref, site, doc, scope)
             self.analysis.refs.append(info)
@@ -300,6 +303,10 @@ class Analyser:
             if collect is not None and info.binding is not None:
                 collect.refs.setdefault(id(ref), info.binding)
                 collect.keep.append(ref)
+            if info.kind == "secret" and info.problem is None:
+                secrets.append(info)
+        if secrets:
+            _secret_kept_whole(site.expr, secrets)
         site.type, site.issues = T.check_expression(site.expr, self.analysis.type_of)
         return site.type
 
@@ -336,6 +343,8 @@ class Analyser:
         if not isinstance(first, Name):  # the grammar makes this impossible; stay total anyway
             return self.unknown(ref, site, "a reference must start with a name", None)
         root = first.name
+        if root == "secrets":  # a reserved root (LANGUAGE.md §16): no step, loop or event shadows it
+            return self.secret_ref(ref, site)
         names = _leading_names(segs)
 
         # the longest dotted prefix naming an event used in this document or registered
@@ -476,6 +485,57 @@ class Analyser:
                                 _suggest(str(name), inputs) or "declare it under inputs:", name_seg.start, name_seg.end)
         return RefInfo(site, ref, "input", _path(T.type_from_schema(inputs[name].schema), segs[2:]))
 
+    def secret_ref(self, ref: Ref, site: ExprSite) -> RefInfo:
+        """`secrets.NAME`: a secret that the project's chainlang.toml declares (a string, read
+        when a run starts; never captured by a stored action, which reads it when it fires)."""
+        segs = ref.segments
+        declared = self._declared_secrets()
+        how = 'declare it in chainlang.toml: [secrets] NAME = {env = "VARIABLE"} (or {file = "PATH"})'
+        name_seg = segs[1] if len(segs) > 1 else None
+        name = name_seg.name if isinstance(name_seg, Name) else name_seg.value if isinstance(name_seg, Key) else None
+        if name_seg is None or not isinstance(name, str):  # `secrets` alone, secrets[0], secrets[expr]
+            listed = ", ".join(declared.names)
+            return self.problem(ref, site, "secret", rules.REF_SECRET, "a secret is referenced by its name: secrets.NAME",
+                                f"declared here: {listed}" if listed else how, ref.start, ref.end)
+        if len(segs) > 2:
+            extra = segs[2]
+            return self.problem(ref, site, "secret", rules.REF_SECRET,
+                                f"secrets.{name} is a string: it has no fields or items",
+                                f"use the whole value: {{secrets.{name}}}", extra.start, segs[-1].end)
+        found = RefInfo(site, ref, "secret", T.STRING, binding=Binding("secret", name))
+        if declared.unreadable:  # chainlang.toml cannot be loaded: that is reported where it is read
+            return found
+        example = f'[secrets] {name} = {{env = "{name.upper()}"}}'
+        if declared.config is None:
+            return self.problem(ref, site, "secret", rules.REF_SECRET,
+                                f"secrets.{name}: this chain is in no project (there is no chainlang.toml beside it "
+                                "or above it), so it has no secrets",
+                                f"create chainlang.toml in the project's directory, with {example}",
+                                name_seg.start, name_seg.end)
+        if name not in declared.config.secrets:
+            from chainlang.config.project import display_path
+
+            shown = display_path(declared.config.path)
+            listed = ", ".join(declared.names) or "none"
+            return self.problem(ref, site, "secret", rules.REF_SECRET,
+                                f"secrets.{name} is not declared in {shown} (declared: {listed})",
+                                _suggest(name, declared.names) or f"add it to the [secrets] table of {shown}: "
+                                f'{name} = {{env = "{name.upper()}"}} (or {{file = "PATH"}})',
+                                name_seg.start, name_seg.end)
+        return found
+
+    def _declared_secrets(self) -> "DeclaredSecrets":
+        """The secrets of the project this file is in (looked up once per file)."""
+        if self._secrets is None:
+            from pathlib import Path
+
+            from chainlang.config.secrets import declared_secrets
+
+            file = self.ctx.chain.file
+            directory = Path(file).resolve().parent if file and not file.startswith("<") else Path.cwd()
+            self._secrets = declared_secrets(directory)
+        return self._secrets
+
     def payload_ref(self, ref: Ref, site: ExprSite, payload: Any) -> RefInfo:
         found = T.path_type(payload, ref.segments)
         if found is None:
@@ -507,7 +567,7 @@ class Analyser:
                     return hint
         if not affordable(len(doc.ids) + len(doc.occurrences)):
             return None
-        names = set(doc.ids) | set(scope.loops) | {"inputs", "run", "thread"}
+        names = set(doc.ids) | set(scope.loops) | {"inputs", "run", "thread", "secrets"}
         names |= {event.split(".")[0] for event in doc.occurrences}
         names.discard(root)
         hint = _suggest(root, names)
@@ -539,6 +599,60 @@ class Analyser:
             return T.ANY
         schema = spec.params_schema if trigger.phase == "pre" else spec.result_schema
         return T.type_from_schema(schema) if schema else T.ANY
+
+
+def _secret_kept_whole(expr: "Expr", secrets: list[RefInfo]) -> None:
+    """A secret may be inserted as it is, joined to text with `+`, and compared or tested
+    (`==`, `contains`, `startswith`...: a boolean); a filter, an index or other arithmetic
+    would make a new value out of it, which masking cannot recognize in what a run shows.
+    The first such use is reported on the secret's reference (CL039)."""
+    from chainlang.expr.ast import Binary, BoolOp, Compare, Filter, ListLit, Not, Subscript, Unary, children
+
+    by_ref = {id(info.ref): info for info in secrets}
+    found: list[tuple[Any, RefInfo]] = []
+
+    def carries(node: Any) -> RefInfo | None:  # the secret whose value (or a copy of it) `node` yields
+        cls = type(node)
+        if cls is Ref:
+            return by_ref.get(id(node))
+        if cls is Compare or cls is BoolOp or cls is Not:  # a boolean: the value does not go on
+            for child in children(node):
+                carries(child)
+            return None
+        if cls is Filter:
+            inner = carries(node.operand)
+            in_args = [carries(arg) for arg in node.args]  # join(secrets.X), default(secrets.X): the value as it is
+            if inner is not None:
+                found.append((node, inner))
+            return inner or next((a for a in in_args if a is not None), None)
+        if cls is Binary or cls is Unary or cls is Subscript:
+            parts = [carries(child) for child in children(node)]
+            inner = next((p for p in parts if p is not None), None)
+            if inner is not None and not (cls is Binary and node.op == "+"):
+                found.append((node, inner))
+            return inner
+        if cls is ListLit:
+            parts = [carries(item) for item in node.items]
+            return next((p for p in parts if p is not None), None)
+        return None
+
+    carries(expr)
+    for node, info in found:
+        if info.problem is not None:
+            continue
+        name = info.ref.dotted()
+        if type(node) is Filter:
+            what = f"the filter {node.name}"
+        elif type(node) is Binary:
+            what = f"'{node.op}'"
+        elif type(node) is Unary:
+            what = f"'{node.op}'"
+        else:
+            what = "an index"
+        info.problem = (rules.REF_SECRET, f"{what} would make a new value out of {name}, which masking could not "
+                        "recognize wherever the run shows it",
+                        f"use the secret as it is ({{{name}}}, or joined to text with +), and let the tool that "
+                        "receives it transform it", node.start, node.end)
 
 
 def _step_binding(kind: Any, name: str, rest: tuple[Any, ...]) -> Binding:

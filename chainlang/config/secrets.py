@@ -17,13 +17,15 @@ needs it fails before its first step.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chainlang.config.project import ProjectConfig
 
-__all__ = ["MAX_SECRET_BYTES", "MissingSecret", "known_secret_values", "secret_value", "source_of"]
+__all__ = ["MAX_SECRET_BYTES", "DeclaredSecrets", "MissingSecret", "declared_secrets", "known_secret_values",
+           "secret_value", "source_of"]
 
 #: The longest secret file read (a key or a token, not a document).
 MAX_SECRET_BYTES = 64 * 1024
@@ -58,7 +60,7 @@ def secret_value(config: "ProjectConfig", name: str) -> str:
         if not value:
             raise MissingSecret(name, f"secrets.{name}: the variable {source.env} is not set (or is empty); "
                                       f"set it before the run, or change [secrets] {name} in {config.path.name}")
-        return value
+        return _long_enough(config, name, value)
     assert source.file is not None
     path = Path(os.path.expanduser(source.file))
     if not path.is_absolute():
@@ -80,7 +82,16 @@ def secret_value(config: "ProjectConfig", name: str) -> str:
         text = text[:-2] if text.endswith("\r\n") else text[:-1]
     if not text:
         raise MissingSecret(name, f"secrets.{name}: the file {source.file} is empty")
-    return text
+    return _long_enough(config, name, text)
+
+
+def _long_enough(config: "ProjectConfig", name: str, value: str) -> str:
+    """`value`, unless it is too short to be masked: a run refuses it rather than show it."""
+    if len(value) < _MIN_LENGTH:
+        raise MissingSecret(name, f"secrets.{name}: the value of {source_of(config, name)} is shorter than "
+                                  f"{_MIN_LENGTH} characters, too short to be masked in what a run shows; "
+                                  "use a real secret")
+    return value
 
 
 def api_key_values(config: "ProjectConfig | None") -> list[str]:
@@ -107,3 +118,48 @@ def known_secret_values(config: "ProjectConfig | None") -> list[str]:
             if len(value) >= _MIN_LENGTH and value not in values:
                 values.append(value)
     return values
+
+
+@dataclass(frozen=True)
+class DeclaredSecrets:
+    """What the checker knows of the secrets of the project a chain file is in: the names
+    its chainlang.toml declares (`config` None: no chainlang.toml above the file;
+    `unreadable`: there is one, which cannot be loaded, reported by another stage)."""
+
+    config: "ProjectConfig | None"
+    unreadable: bool = False
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.config.secrets) if self.config is not None else []
+
+
+_declared: dict[str, tuple[tuple[int, int], DeclaredSecrets]] = {}
+
+
+def declared_secrets(start: Path) -> DeclaredSecrets:
+    """The secrets declared by the chainlang.toml nearest `start` (a directory). Loaded again
+    when the file changes (the editor's checker sees an edit of chainlang.toml at once)."""
+    from chainlang.config.project import find_config, load_config
+    from chainlang.registry.errors import RegistryError
+
+    path = find_config(start)
+    if path is None:
+        return DeclaredSecrets(None)
+    try:
+        stat = path.stat()
+    except OSError:
+        return DeclaredSecrets(None, unreadable=True)
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    key = str(path)
+    cached = _declared.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    try:
+        found = DeclaredSecrets(load_config(path))
+    except (RegistryError, OSError):
+        found = DeclaredSecrets(None, unreadable=True)
+    if len(_declared) > 64:  # a long-lived editor session over many projects
+        _declared.clear()
+    _declared[key] = (stamp, found)
+    return found

@@ -48,6 +48,7 @@ NOT_ALLOWED = Rule("CL035", "not-allowed", "error", "A step calls an event that 
 OVER_BUDGET = Rule("CL036", "over-budget", "error", "The chain's worst case makes more model calls than its max_model_calls")
 NO_MODEL = Rule("CL037", "no-model", "warning", "A step needs a model and the project configures none")
 NOT_ON_ENGINE = Rule("CL038", "not-on-engine", "error", "The chain cannot run on the project's engine as it is written")
+REF_SECRET = Rule("CL039", "ref-secret", "error", "A secrets.NAME reference to a secret that chainlang.toml does not declare")
 
 # -- hooks and chains --
 HOOK_TRIGGER = Rule("CL040", "hook-trigger", "error", "A hook trigger not of the form pre:NAME or post:NAME")

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-BindingKind = Literal["latest", "path", "id", "input", "run", "loop", "thread", "payload", "event", "captured"]
+BindingKind = Literal["latest", "path", "id", "input", "run", "loop", "thread", "secret", "payload", "event",
+                      "captured"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +22,7 @@ class Binding:
     - `id`: the step with id `name`;
     - `input`, `run`: the chain's inputs / the run's facts;
     - `loop`: the loop variable `name`; `thread`, `payload`, `event`: hooks and threads;
+    - `secret`: the declared secret `name` (LANGUAGE.md §16, chainlang.runtime.secret_refs);
     - `captured`: in a stored hook or task, a value of the registering chain captured when
       it registered it (`name` is the reference as written, `tools.now.date`).
 

@@ -43,7 +43,7 @@ EVENT_GLOB = re.compile(r"^[a-z0-9_*?\[\]!-]+(?:\.[a-z0-9_*?\[\]!-]+)*$")
 
 # Names a step id may not take: roots of references and words of the expression language.
 RESERVED_NAMES = frozenset(
-    "inputs item run thread event result status error params duration_ms "
+    "inputs item run thread secrets event result status error params duration_ms "
     "true false null and or not in contains matches startswith endswith".split()
 )
 

@@ -228,6 +228,7 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
     """Write the transcript of one emit while its hooks fire; wait for their actions.
     `top`: the hooks to fire for the event (default: the project's that match it)."""
     from chainlang.journal.jsonl import TranscriptWriter
+    from chainlang.journal.records import RunFinished as RunFinishedRecord, decode as decode_record
     from chainlang.runtime.context import FixedClock, SystemClock
     from chainlang.runtime.decide import close_decider, decider_from_config
     from chainlang.runtime.runner import _stderr
@@ -255,12 +256,25 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
             view.record(rec)
 
     start = time.perf_counter()
+    from chainlang.runtime.secret_refs import CURRENT as SECRETS
+
+    secrets, missing = _emit_secrets(project, redactor, top)
+    read = SECRETS.set(secrets)  # what {secrets.NAME} references read
+    fired: list[dict[str, Any]] = []
+    error: dict[str, Any] | None = None
     try:
-        status, fired, error = await fire_hooks(
-            project, run_id, header, record, FixedClock(pinned) if pinned else SystemClock(), decider,
-            lambda text: shown(redactor.mask(text)), replay=replay, commit=writer.commit, top=top,
-            interrupted=f"the emit was interrupted; continue it with: chainlang resume {where}")
+        if missing is not None:  # no hook fires: the emit fails before its first step, saying which and where
+            status, error = "failed", {"type": "secret", "message": missing}
+            started = decode_record({"type": "run_started", **header})
+            record(started)
+            record(RunFinishedRecord(status, {"fired": []}, error, 0.0))
+        else:
+            status, fired, error = await fire_hooks(
+                project, run_id, header, record, FixedClock(pinned) if pinned else SystemClock(), decider,
+                lambda text: shown(redactor.mask(text)), replay=replay, commit=writer.commit, top=top,
+                interrupted=f"the emit was interrupted; continue it with: chainlang resume {where}")
     finally:
+        SECRETS.reset(read)
         writer.close()
         if view is not None:
             view.close()
@@ -268,6 +282,24 @@ async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any
             await close_decider(decider)
     return EmitResult(run_id, name, status, redactor.redact(fired), redactor.redact(error), where,
                       round((time.perf_counter() - start) * 1000, 3))
+
+
+def _emit_secrets(project: Project, redactor: "Redactor",
+                  top: "tuple[CompiledHook, ...] | None") -> tuple[Any, str | None]:
+    """The secrets of an emit (chainlang.runtime.secret_refs): those the hooks in force (and the
+    named chains they call) and the hooks fired for it (a task's action) reference, read now;
+    and why one cannot be read (None: all were)."""
+    from chainlang.runtime.secret_refs import RunSecrets
+
+    secrets = RunSecrets(project.config, redactor)
+    names = set(project.loader.hook_secrets())
+    for hook in top or ():
+        names |= {b.name for b in hook.bindings.refs.values() if b.kind == "secret"}
+    try:
+        secrets.read_ahead(names)
+    except UsageError as exc:
+        return secrets, str(exc)
+    return secrets, None
 
 
 async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], record: Callable[["Record"], Any],

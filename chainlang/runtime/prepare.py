@@ -35,6 +35,7 @@ class Prepared:
     sources: dict[str, Any]
     hooks: int  # hooks in force (the chain's own, the project's hooks files, Python's)
     digest: str  # sha256 of the chain file: a resume refuses a file that changed
+    chain: Any = None  # the chain's model (chainlang.model.nodes.Chain): what its secrets are read from
 
 
 def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "Registry | None" = None) -> Prepared:
@@ -78,7 +79,7 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     data = main.source.text.encode("utf-8", "surrogatepass")
     sources = {main.path: main.source, **{f.path: f.source for f in hook_files}}
     return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, sources,
-                    len(hooks), hashlib.sha256(data).hexdigest())
+                    len(hooks), hashlib.sha256(data).hexdigest(), main.chain)
 
 
 def _not_a_chain_file(directory: str) -> str:
@@ -120,6 +121,19 @@ def _model_hint(diagnostic: "Diagnostic") -> str | None:
     return diagnostic.hint
 
 
+def secrets_of(prepared: Prepared, redactor: Any) -> Any:
+    """The run's secrets (chainlang.runtime.secret_refs), with every one that its chain, the
+    hooks in force and the named chains they call reference read now; raises UsageError
+    naming those that cannot be read (and where they are read from)."""
+    from chainlang.runtime.secret_refs import RunSecrets, needed_by
+
+    secrets = RunSecrets(prepared.config, redactor)
+    hooks = [f.chain for f in prepared.loader.context if f.chain.kind == "hooks"]
+    secrets.read_ahead(needed_by([prepared.chain, *hooks] if prepared.chain is not None else hooks,
+                                 prepared.loader.named))
+    return secrets
+
+
 class SubChains:
     """Finds, checks (once) and compiles the chains a run calls: named chains of the
     project, and `chain.run` paths (relative to the calling chain, inside the project)."""
@@ -132,6 +146,16 @@ class SubChains:
         self.context = context
         self.root = root.resolve()
         self.graphs: dict[str, "ExecutionGraph"] = {}
+        self._hook_secrets: set[str] | None = None
+
+    def hook_secrets(self) -> set[str]:
+        """The secrets that the project's hooks files (and the named chains they call)
+        reference: what an emit reads before its hooks fire (found once: serve emits often)."""
+        if self._hook_secrets is None:
+            from chainlang.runtime.secret_refs import needed_by
+
+            self._hook_secrets = needed_by([f.chain for f in self.context if f.chain.kind == "hooks"], self.named)
+        return self._hook_secrets
 
     def __call__(self, target: str, caller: str) -> "ExecutionGraph":
         from chainlang.pipeline import is_chain_file, load_file
@@ -174,6 +198,14 @@ class SubChains:
         diagnostics, _, _ = _check([loaded], self.registry, list(self.context))
         errors = [f"line {d.line}, column {d.column}: {d.message} ({_model_hint(d)})" if _model_hint(d) else
                   f"line {d.line}, column {d.column}: {d.message}" for d in diagnostics if d.severity == "error"]
+        from chainlang.runtime.secret_refs import needed_by
+
+        # a model must not route the project's secrets, whatever its prompt made it write (the named
+        # chains it calls are the project's own: they may use theirs)
+        used = needed_by([loaded.chain], {})
+        if used:
+            errors.append(f"the chain uses the project's secrets ({', '.join(f'secrets.{n}' for n in sorted(used))}): "
+                          "a chain written by a model cannot (write the steps without them)")
         if errors:
             return None, errors
         from chainlang.compile import compile_chain
@@ -199,4 +231,4 @@ class SubChains:
         return graph
 
 
-__all__ = ["Prepared", "SubChains", "prepare"]
+__all__ = ["Prepared", "SubChains", "prepare", "secrets_of"]

@@ -126,8 +126,15 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     values = dict(header.get("inputs") or {})
     resumed = {**header, "resumed": True, "tools": given_tools}
     key = _project_key(prepared.root, create=False)
-    return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify, decider,
-                          on_transcript, key, lock, redactor)
+    from chainlang.runtime.prepare import secrets_of
+    from chainlang.runtime.secret_refs import CURRENT as SECRETS
+
+    read = SECRETS.set(secrets_of(prepared, redactor))  # a missing secret stops it before it continues
+    try:
+        return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify,
+                              decider, on_transcript, key, lock, redactor)
+    finally:
+        SECRETS.reset(read)
 
 
 def replay_for(recorded: "Transcript", where: Path, rerun: frozenset[str], skip: frozenset[str]) -> "Replay":

@@ -107,6 +107,10 @@ async def run_async(
     except UsageError as exc:  # it quotes the inputs
         redactor.scrub(exc)
         raise
+    from chainlang.runtime.prepare import secrets_of
+    from chainlang.runtime.secret_refs import CURRENT as SECRETS
+
+    secrets_read = secrets_of(prepared, redactor)  # before anything is written: a missing one stops the run here
     from chainlang.runtime.threads import attachment
 
     attached = attachment(prepared.root, thread, values)
@@ -127,10 +131,12 @@ async def run_async(
         header["thread"] = attached
     key = _project_key(prepared.root, create=True)
     lock = _take(where)
+    read = SECRETS.set(secrets_read)  # what {secrets.NAME} references read
     try:
         return await _execute(prepared, run_id, where, header, values, pinned, None, progress, notify, decider,
                               on_transcript, key, lock, redactor)
     finally:
+        SECRETS.reset(read)
         lock.release()
 
 

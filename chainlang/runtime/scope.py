@@ -206,6 +206,10 @@ def _accessor(binding: Binding, ref: Ref) -> Accessor:
     if kind == "event":
         return lambda scope: (None if scope.hook is None else walk_path(scope.hook.event, rest) if rest
                               else scope.hook.event)
+    if kind == "secret":  # a declared secret (LANGUAGE.md §16): chainlang.runtime.secret_refs
+        from chainlang.runtime.secret_refs import reference as secret
+
+        return secret(name, ref.start, ref.end)
     if kind == "thread":  # a stored thread's data (LANGUAGE.md §13): chainlang.runtime.threads
         from chainlang.runtime.threads import reference
 

@@ -51,9 +51,21 @@ def notify(ctx: RunContext, message: str, title: str | None = None, level: str =
         "title": title,
         "message": message,
     }
-    if _append_once(ctx, record):
+    if _append_once(ctx, _masked(ctx, record)):
         ctx.notify(notification_line(message, title, level))
     return {"delivered": True, "id": ident}
+
+
+def _masked(ctx: RunContext, record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with the project's secrets masked: the log is kept on disk, and a message may
+    quote a value a tool gave back (the line shown is masked by the run's notifier)."""
+    if ctx.project is None:
+        return record
+    from chainlang.config.secrets import declared_secrets, known_secret_values
+    from chainlang.runtime.secrets import Redactor
+
+    values = known_secret_values(declared_secrets(ctx.project).config)
+    return Redactor(values).redact(record) if values else record
 
 
 def notification_line(message: str, title: str | None, level: str) -> str:
