@@ -28,7 +28,8 @@ def threads_command(action: str, thread_id: str | None, status: str | None, summ
         if thread_id is not None:
             raise UsageError(f"chainlang threads list takes no THREAD_ID (to see one: chainlang threads show {thread_id})")
         store = open_project_store(root)
-        rows = [] if store is None else [describe(t) for t in store.list_threads(status=status)]
+        # masked again when shown: a row stored before the store masked holds its secrets
+        rows = [] if store is None else [store.redaction.data(describe(t)) for t in store.list_threads(status=status)]
         if store is not None:
             store.close()
         if as_json:
@@ -63,34 +64,35 @@ def threads_command(action: str, thread_id: str | None, status: str | None, summ
                 raise UsageError(unknown_thread(thread_id, store))
             if action == "show":
                 events = store.thread_events(thread_id, limit=limit)
-                _show(thread, events, as_json, limit)
+                _show(store.redaction.data(describe(thread)),
+                      [store.redaction.data({"seq": e.seq, **e.to_json()}) for e in events], as_json, limit)
                 return 0
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     if as_json:
-        print(json.dumps(describe(thread), ensure_ascii=False))
+        print(json.dumps(store.redaction.data(describe(thread)), ensure_ascii=False))
     else:
         print(f"{thread.id}: {thread.status}")
     return 0
 
 
-def _show(thread: Any, events: list[Any], as_json: bool, limit: int | None) -> None:
+def _show(thread: dict[str, Any], events: list[dict[str, Any]], as_json: bool, limit: int | None) -> None:
+    """A thread (`describe`'s form) and its events (`{"seq": ..., **ThreadEvent.to_json()}`), both masked."""
     if as_json:
-        body = {**describe(thread), "events": [{"seq": e.seq, **e.to_json()} for e in events]}
-        print(json.dumps(body, ensure_ascii=False))
+        print(json.dumps({**thread, "events": events}, ensure_ascii=False))
         return
-    print(f"thread {thread.id}: {thread.status}")
-    print(f"summary: {thread.summary or '(none yet)'}")
-    print(f"created: {_moment(thread.created_at)}  updated: {_moment(thread.updated_at)}")
+    print(f"thread {thread['thread_id']}: {thread['status']}")
+    print(f"summary: {thread['summary'] or '(none yet)'}")
+    print(f"created: {_moment(thread['created_at'])}  updated: {_moment(thread['updated_at'])}")
     if not events:
         print("no events")
         return
     print(f"events (the last {len(events)}):" if limit is not None and len(events) == limit else "events:")
     for e in events:
-        name = e.event if e.key is None else f"{e.event} ({e.key})"
-        where = f"  [run {e.run_id} step {e.step}]" if e.run_id is not None else ""
-        print(f"  {e.seq}  {_moment(e.at)}  {name}: {_short(json.dumps(e.result, ensure_ascii=False), RESULT_WIDTH)}"
-              f"{where}")
+        name = e["event"] if e.get("key") is None else f"{e['event']} ({e['key']})"
+        where = f"  [run {e['run_id']} step {e.get('step')}]" if e.get("run_id") is not None else ""
+        print(f"  {e['seq']}  {_moment(e['timestamp'])}  {name}: "
+              f"{_short(json.dumps(e['result'], ensure_ascii=False), RESULT_WIDTH)}{where}")
 
 
 def _moment(stored: str) -> str:

@@ -42,7 +42,8 @@ def register(ctx: "RunContext", trigger: str, action: list[Any], condition: str 
         if _stored_before(store, task_id, origin) is not None:
             return {"task_id": task_id}  # this very step stored it before an interruption
         _check(root, ctx, task_id, definition)
-        _add(store, "hook", {"hook": definition, "captured": dict(ctx.captured)}, task_id, origin)
+        given = {"hook": definition, "captured": dict(ctx.captured)}
+        _warn_if_masked(ctx, task_id, given, _add(store, "hook", given, task_id, origin))
     return {"task_id": task_id}
 
 
@@ -71,7 +72,8 @@ def schedule(ctx: "RunContext", type: str, action: list[Any], at: str | None = N
         if found is not None:
             return {"task_id": task_id, "next_run": str((found.definition.get("timing") or {}).get("first"))}
         _check(root, ctx, task_id, action_hook(task_id, action), "action")
-        _add(store, "schedule", definition, task_id, origin, next_run=timing.first, status="pending")
+        _warn_if_masked(ctx, task_id, definition,
+                        _add(store, "schedule", definition, task_id, origin, next_run=timing.first, status="pending"))
     return {"task_id": task_id, "next_run": timing.first.isoformat()}
 
 
@@ -194,10 +196,26 @@ def _check(root: Any, ctx: "RunContext", task_id: str, hook: dict[str, Any], wha
         raise ValueError(f"the {what} does not check, so it was not stored: {shown}{more}")
 
 
-def _add(store: "Store", kind: str, definition: dict[str, Any], task_id: str, origin: str, **extra: Any) -> None:
+def _add(store: "Store", kind: str, definition: dict[str, Any], task_id: str, origin: str,
+         **extra: Any) -> "TaskRecord":
     from chainlang.store import StoreError
 
     try:
-        store.add_task(kind, definition, id=task_id, origin=origin, **extra)
+        return store.add_task(kind, definition, id=task_id, origin=origin, **extra)
     except StoreError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _warn_if_masked(ctx: "RunContext", task_id: str, given: dict[str, Any], stored: "TaskRecord") -> None:
+    """Say so when the store masked a secret in what the task runs (its action, or the values
+    it captured): it fires with `***` in its place. A description masked changes nothing it does."""
+    import json
+
+    def runs(definition: dict[str, Any]) -> str:
+        hook = definition.get("hook")
+        ran = {k: v for k, v in hook.items() if k != "description"} if isinstance(hook, dict) else definition.get("action")
+        return json.dumps([ran, definition.get("captured")], sort_keys=True, default=str)
+
+    if runs(given) != runs(stored.definition):
+        ctx.notify(f"task {task_id}: a secret in its action or in the values it captured is stored as *** and "
+                   "will be *** when it fires; to use a secret there, write {secrets.NAME} (read when it fires)")

@@ -1,8 +1,9 @@
 """The memory operations of `Store` (LANGUAGE.md §13): the journal and the knowledge
 organized from it, searched with the full-text indexes of schema version 4.
 
-- The journal is append-only: `append_journal` adds an entry (its text already masked of
-  secrets and its keywords extracted by the caller, `chainlang.stdlib.memory`). `origin`
+- The journal is append-only: `append_journal` adds an entry (its keywords extracted by
+  the caller, `chainlang.stdlib.memory`; its text and keywords masked here, as every
+  write of the store is: `redaction.py`). `origin`
   is the step attempt's idempotency key: a second call with the same origin (a resumed
   step) returns the first entry with `new=False` and appends nothing.
 - The knowledge holds one row per (kind, name): `upsert_knowledge` creates it or
@@ -27,6 +28,7 @@ from typing import Any, Sequence
 from sqlalchemy import Connection, Row, insert, select, text, update
 
 from .base import StoreError, check_text, stamp
+from .redaction import StoreRedaction
 from .schema import JOURNAL, KNOWLEDGE, append_event, now
 
 __all__ = ["KNOWLEDGE_KINDS", "JournalEntry", "KnowledgeItem", "MemoryMethods", "fts_query"]
@@ -78,6 +80,12 @@ class MemoryMethods:
 
     where: str
     dialect: str  # 'sqlite' or 'postgresql'
+    redaction: StoreRedaction  # what every write masks (redaction.py)
+
+    def _masked_words(self, words: list[str]) -> list[str]:
+        """Keywords with no secret: one that is (or holds) a secret is masked, and left out
+        when nothing else is left of it."""
+        return [w for w in (self.redaction.text(w) for w in words) if w != "***"]
 
     def _read(self, doing: str) -> AbstractContextManager[Connection]:
         raise NotImplementedError
@@ -95,7 +103,7 @@ class MemoryMethods:
         at = stamp(at, "the moment of a journal entry")
         if origin is not None:
             check_text(origin=origin)
-        words = _words(keywords, "keywords")
+        content, words = self.redaction.text(content), self._masked_words(_words(keywords, "keywords"))
         with self._write(f"appending to the journal of the thread {thread_id!r}") as conn:
             if origin is not None:
                 row = conn.execute(select(JOURNAL).where(JOURNAL.c.origin == origin)).first()
@@ -163,7 +171,8 @@ class MemoryMethods:
             raise StoreError(f"a knowledge item's kind is one of {', '.join(KNOWLEDGE_KINDS)}, not {kind!r}")
         check_text(name=name, content=content)
         at = stamp(at, "the moment of a knowledge item")
-        words = _words(keywords, "keywords")
+        name, content = self.redaction.text(name), self.redaction.text(content)
+        words = self._masked_words(_words(keywords, "keywords"))
         ids = sorted({int(i) for i in sources})
         with self._write(f"updating the knowledge of {kind} {name!r}") as conn:
             row = conn.execute(select(KNOWLEDGE).where(KNOWLEDGE.c.kind == kind, KNOWLEDGE.c.name == name)).first()

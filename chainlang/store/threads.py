@@ -11,8 +11,9 @@ and what happened in them (thread_events).
   latest result of an event is `latest(thread, event)`, whatever its key, and a named
   value is `latest(thread, key=name)`, whatever its event. An event given with its run
   and step is recorded once: recording it again (a resumed step) returns the first record.
-- What is stored never holds a secret-looking value: the summary and every text of an
-  event's result go through `lexical.mask_secrets` first.
+- What is stored never holds a secret: the summary and every text of an event's result
+  go through the store's redaction first (`redaction.py`: the project's known secrets,
+  then `lexical.mask_value`'s secret-looking values).
 - Every change also appends to the event log (`thread_created`, `thread_event`,
   `thread_summarized`, `thread_archived`), in the same transaction.
 
@@ -32,6 +33,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, insert, select
 
 from .base import StoreError, check_key, check_text, stamp
+from .redaction import StoreRedaction
 from .schema import THREAD_EVENTS, THREADS, append_event, now, to_json, versioned_update
 
 __all__ = ["THREAD_STATUSES", "ThreadEvent", "ThreadMethods", "ThreadRecord", "masked"]
@@ -89,6 +91,7 @@ class ThreadMethods:
     """Mixed into `Store` (see `store.py` and the module's docstring)."""
 
     where: str
+    redaction: StoreRedaction  # what every write masks (redaction.py)
 
     def _read(self, doing: str) -> AbstractContextManager[Connection]:
         raise NotImplementedError
@@ -107,7 +110,7 @@ class ThreadMethods:
             if found is not None:
                 raise StoreError(f"thread ID exists: {thread_id!r} is already a thread in {self.where} (status "
                                  f"{found.status}); give another id")
-            conn.execute(insert(THREADS).values(id=thread_id, summary=masked(summary), status="active",
+            conn.execute(insert(THREADS).values(id=thread_id, summary=self.redaction.data(summary), status="active",
                                                 created_at=moment, updated_at=moment, version=1))
             append_event(conn, now(), "thread_created", thread_id, {"at": moment})
             return _thread(_get(conn, thread_id, self.where))
@@ -140,7 +143,7 @@ class ThreadMethods:
             if version is not None and int(row.version) != version:
                 raise StoreError(f"the thread {id!r} in {self.where} is at version {row.version}, not {version}: "
                                  "it was changed meanwhile; read it again")
-            text = masked(summary)
+            text = self.redaction.data(summary)
             _change(conn, row, self.where, summary=text, updated_at=moment)
             append_event(conn, now(), "thread_summarized", id, {"at": moment, "length": len(text)})
             return _thread(_get(conn, id, self.where))
@@ -168,7 +171,7 @@ class ThreadMethods:
             if value is not None:
                 check_text(**{name: value})
         moment = now() if at is None else stamp(at, "at")
-        encoded = to_json(masked(result), f"the result of {event!r}")
+        encoded = to_json(self.redaction.data(result), f"the result of {event!r}")
         with self._write(f"adding an event to the thread {thread_id!r}") as conn:
             row = _get(conn, thread_id, self.where)
             if run_id is not None and step is not None:
