@@ -64,7 +64,8 @@ def run_many(*calls: tuple[Path, Sequence[str | os.PathLike[str]], dict[str, str
 class Server:
     """One running `chainlang serve`."""
 
-    def __init__(self, project: Path, args: tuple[str, ...], env: dict[str, str], token: str | None) -> None:
+    def __init__(self, project: Path, args: tuple[str, ...], env: dict[str, str], token: str | None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.project = project
         self.args = args
         self.token = token
@@ -73,7 +74,8 @@ class Server:
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(command("serve", "--port", "0", *args), cwd=project, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, encoding="utf-8", errors="replace", start_new_session=True)
+                                     text=True, encoding="utf-8", errors="replace", start_new_session=True,
+                                     preexec_fn=preexec_fn)
         self._readers = [threading.Thread(target=self._pump, args=(stream, into), daemon=True)
                          for stream, into in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))]
         for reader in self._readers:
@@ -209,10 +211,11 @@ class Servers:
         self.started: list[Server] = []
 
     def start(self, project: Path, *args: str, env: dict[str, str] | None = None,
-              token: str | None = None) -> Server:
+              token: str | None = None, preexec_fn: Callable[[], None] | None = None) -> Server:
         """`chainlang serve --port 0 ARGS` in `project`, once it answers /healthz (with
-        `token` as its bearer token)."""
-        server = Server(project, args, env or clean_env(), token)
+        `token` as its bearer token; `preexec_fn` runs in the child before serve, e.g. to
+        lower a resource limit)."""
+        server = Server(project, args, env or clean_env(), token, preexec_fn)
         self.started.append(server)
         server.wait_ready()
         return server

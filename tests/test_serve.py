@@ -351,7 +351,7 @@ def test_runs_unknown_and_no_traversal(shared: Server) -> None:
     host, port = shared.url.removeprefix("http://").rsplit(":", 1)
     for raw in ("/runs/../../etc", "/runs/../secret", "/runs/..%2F..%2Fetc%2Fpasswd"):
         with socket.create_connection((host, int(port)), timeout=10) as conn:
-            conn.sendall(f"GET {raw} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            conn.sendall(f"GET {raw} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
             answer = b""
             while chunk := conn.recv(65536):
                 answer += chunk
@@ -483,7 +483,7 @@ def test_emit_to_and_a_local_emit_share_a_non_ascii_id(shared: Server) -> None:
     again = shared.event("email.received", json.loads(data), key=None, wait=True)  # no key: runs
     assert again.json()["status"] == "ok"
     raw = shared.post("/events/email.received?wait=1", content=data.encode(),
-                      headers={"Idempotency-Key": key.encode("utf-8")})
+                      headers={"Idempotency-Key": key.encode("utf-8"), "Content-Type": "application/json"})
     assert raw.json()["status"] == "duplicate", raw.text
     assert count(shared.project, f"mail from Zoë: {subject}") == 2
 

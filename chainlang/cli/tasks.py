@@ -16,7 +16,9 @@ def tasks_command(action: str, task_id: str | None, status: str | None, as_json:
 
     store = open_project_store(project_root())
     if action == "list":
-        rows = [] if store is None else [describe(t) for t in store.list_tasks(status=status)]
+        # masked again when shown: a row stored before the store masked holds its secrets
+        rows = [] if store is None else [_quarantined(t, store.redaction.task(describe(t)))
+                                         for t in store.list_tasks(status=status)]
         if store is not None:
             store.close()
         if as_json:
@@ -26,7 +28,7 @@ def tasks_command(action: str, task_id: str | None, status: str | None, as_json:
         else:
             width = max(len(str(row["task_id"])) for row in rows)  # ids of any length line up
             for row in rows:
-                what = row.get("trigger") or row.get("due") or ""
+                what = row.get("quarantined") or row.get("trigger") or row.get("due") or ""
                 print(f"{str(row['task_id']):{width}}  {row['type']:6} {row['status']:9} {what}")
         return 0
     if task_id is None:
@@ -39,17 +41,27 @@ def tasks_command(action: str, task_id: str | None, status: str | None, as_json:
                 task = store.get_task(task_id)
                 if task is None:
                     raise StoreError(f"no task {task_id!r} (see chainlang tasks list)")
-                body: dict[str, Any] = {**describe(task), "created_at": task.created_at,
-                                        "updated_at": task.updated_at, "definition": task.definition}
+                body: dict[str, Any] = {**_quarantined(task, describe(task)), "created_at": task.created_at,
+                                        "updated_at": task.updated_at,
+                                        "definition": store.redaction.task(task.definition)}
                 body["runs"] = [{"run_id": r.run_id, "due_at": r.due_at, "status": r.status,
                                  "transcript": r.transcript} for r in store.runs(task_id)]
-                print(json.dumps(body, ensure_ascii=False, indent=None if as_json else 2))
+                print(json.dumps(store.redaction.task(body), ensure_ascii=False, indent=None if as_json else 2))
                 return 0
             task = store.cancel_task(task_id) if action == "cancel" else store.retry_task(task_id)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     if as_json:
-        print(json.dumps(describe(task), ensure_ascii=False))
+        print(json.dumps(_quarantined(task, store.redaction.task(describe(task))), ensure_ascii=False))
     else:
         print(f"{task.id}: {task.status}")
     return 0
+
+
+def _quarantined(task: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """A task as listed; a row the store cannot read is shown `quarantined`, with why (and the
+    status it has in the store): serve does not fire it until it is fixed or cancelled."""
+    if task.problem is None:
+        return row
+    return {**row, "type": task.kind, "status": "quarantined", "stored_status": task.status,
+            "quarantined": task.problem}

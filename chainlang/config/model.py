@@ -29,6 +29,7 @@ url = "sqlite:///state/chainlang.db"        # default: .chainlang/store.db
 token_env = "CHAINLANG_TOKEN"               # every request must carry this bearer token; allows other hosts
 grace = "30s"                               # on SIGTERM: how long running actions may take to finish
 max_failures = 3                            # failed runs in a row that make a task dead
+lease = "30s"                               # a task firing's lease, renewed while it runs
 
 [secrets]                                   # secrets (optional, §16): {secrets.NAME} in a chain
 crm_token = {env = "CRM_TOKEN"}             # read from a variable when a run needs it
@@ -171,11 +172,48 @@ class ServeConfig(BaseModel):
                                   description="name of the environment variable holding the bearer token")
     grace: str = Field(default="30s", description="on SIGTERM, how long running actions may take to finish")
     max_failures: int = Field(default=3, ge=1, le=1000, description="failed runs in a row that make a task dead")
+    lease: str = Field(default="30s", description="how long a task firing's lease lasts unless renewed (it is renewed "
+                                                  "every third of it while the firing runs)")
+    hosts: list[str] = Field(default_factory=list, max_length=100,
+                             description="more names (or addresses) a request's Host may give, besides the address "
+                                         "serve listens on: the names a reverse proxy or a client reaches it by")
+    header_timeout: str = Field(default="5s", description="how long a client may take to send a request's line and "
+                                                           "headers (and to start the next one on a kept connection)")
+    body_timeout: str = Field(default="10s", description="how long a client may take to send a request's body")
+    max_connections: int | None = Field(default=None, ge=1, le=1_000_000,
+                                        description="connections open at once; default: 512, or half the process's "
+                                                    "descriptor limit if that is lower")
 
     @field_validator("grace", mode="before")
     @classmethod
     def _grace_is_a_duration(cls, value: Any) -> Any:
         return _duration(value, 0, 3600, "0s to 1h")
+
+    @field_validator("lease", mode="before")
+    @classmethod
+    def _lease_is_a_duration(cls, value: Any) -> Any:
+        return _duration(value, 1, 3600, "from 1s to 1h")
+
+    @field_validator("header_timeout", "body_timeout", mode="before")
+    @classmethod
+    def _timeout_is_a_duration(cls, value: Any) -> Any:
+        return _duration(value, 0.1, 600, "from 100ms to 10m")
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _hosts_are_names(cls, value: Any) -> Any:
+        import re
+
+        # a DNS name (a final dot allowed), an IPv4 address, or an IPv6 one in brackets
+        host = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+                          r"[A-Za-z0-9])?\.?|\[[0-9A-Fa-f:.]+\]")
+        if not isinstance(value, list):
+            return value  # pydantic says it must be a list
+        for name in value:
+            if isinstance(name, str) and (len(name) > 253 or not host.fullmatch(name)):
+                raise ValueError(f"{name!r} is not a host name: give a name such as chains.example.com or an "
+                                 "address such as 192.0.2.7 or [2001:db8::7], without a scheme or a port")
+        return value
 
 
 class McpServerConfig(BaseModel):

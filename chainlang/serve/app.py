@@ -19,6 +19,11 @@ Routes:
   HttpOnly, SameSite=Strict cookie, and taken out of the address); the cookie is taken
   for GET requests only.
 
+Before any route (chainlang.serve.guard): a `Host` that is not serve's (421), a POST from a
+page of another origin (403), the token (401); then, before the body is read, a body that is
+not `application/json` in UTF-8 (415) or declares more than MAX_BODY bytes (413). The body
+must arrive within `[serve] body_timeout` (408, and the connection closes).
+
 Every error is a JSON object `{"error": ...}`; no request can make it print a traceback.
 """
 
@@ -30,9 +35,12 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from chainlang.serve.guard import Hosts, Refusal, body_text, content_type_refusal, origin_refusal
+
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from chainlang.serve.connections import ConnectionLimit
     from chainlang.serve.engine import Engine
     from chainlang.serve.scheduler import Scheduler
 
@@ -46,10 +54,21 @@ REFRESH = 5  # seconds between two loads of the page of runs
 _MAX_DEPTH = 64
 
 
-def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "web.Application":
+def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hosts: Hosts | None = None,
+             body_timeout: float = 10.0, connections: "ConnectionLimit | None" = None) -> "web.Application":
+    """serve's routes; `hosts`: the names a Host may give (default: a loopback serve's);
+    `connections`: the limit serve listens with (told when a request's headers are in)."""
     from aiohttp import web
 
     expected = f"Bearer {token}".encode("utf-8") if token else None
+    hosts = hosts or Hosts("127.0.0.1")
+
+    def refuse(refusal: Refusal, close: bool = True) -> web.Response:
+        engine.metrics.rejected.labels(reason=refusal.reason).inc()
+        answer = _json(refusal.status, {"error": refusal.error})
+        if close:
+            answer.force_close()  # Connection: close; what the client still sends is discarded, not read
+        return answer
 
     def given(value: str) -> bool:
         return expected is not None and hmac.compare_digest(value.encode("utf-8", "surrogateescape"), expected)
@@ -57,6 +76,13 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                     ) -> web.StreamResponse:
+        if connections is not None:
+            connections.began(request.protocol)  # its headers are in: the header deadline is met
+        refusal = hosts.refusal(request.headers.get("Host"), request.transport)
+        if refusal is None:
+            refusal = origin_refusal(request.method, request.headers, hosts)
+        if refusal is not None:
+            return refuse(refusal)
         if request.path == "/favicon.ico":  # what a browser asks for on its own, token or not: nothing
             return web.Response(status=204)
         if expected is not None and not given(request.headers.get("Authorization", "")):
@@ -92,8 +118,23 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
         from aiohttp.web_protocol import RequestPayloadError
 
         name = request.match_info["name"]
+        refusal = content_type_refusal(request.headers.get("Content-Type"))
+        if refusal is not None:
+            return refuse(refusal)
+        if (request.content_length or 0) > MAX_BODY:  # refused before a byte of it is read
+            return refuse(Refusal(413, "too_large", f"the body is larger than {MAX_BODY} bytes"))
         try:
-            raw = await request.read()
+            async with asyncio.timeout(body_timeout):
+                raw = await request.read()
+        except TimeoutError:
+            # a client sending its body too slowly: answer, and end the connection now (the
+            # rest of the body would take as long to discard)
+            late = refuse(Refusal(408, "body_timeout", f"the body did not arrive within {body_timeout:g} s "
+                                                       "([serve] body_timeout)"))
+            await late.prepare(request)
+            await late.write_eof()
+            request.protocol.force_close()
+            return late
         except RequestPayloadError as exc:  # e.g. a Content-Encoding the body does not have
             engine.metrics.rejected.labels(reason="malformed").inc()
             refused = _json(400, {"error": "the body could not be read: "
@@ -101,8 +142,11 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
             refused.force_close()  # the rest of the body cannot be read: the connection ends with the answer
             request.content.feed_eof()  # and aiohttp is not to read it again (an error, and a reset, after the answer)
             return refused
+        text = body_text(raw)
+        if isinstance(text, Refusal):
+            return refuse(text, close=False)  # the whole body was read: the connection may go on
         try:
-            data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+            data = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
         except (ValueError, RecursionError) as exc:
             engine.metrics.rejected.labels(reason="malformed").inc()
             return _json(400, {"error": f"the body is not JSON: {_short(exc)}; send the event's payload as a "
@@ -133,12 +177,19 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None) -> "we
         info = await asyncio.to_thread(engine.run_info, request.match_info["run_id"])
         if info is None:
             return _json(404, {"error": f"no run {request.match_info['run_id']!r} in this project"})
-        return _json(200, info)
+        # a transcript the reader refuses (crafted, or damaged): what is wrong, with its line
+        return _json(422 if info.get("status") == "unreadable" else 200, info)
 
     async def healthz(request: web.Request) -> web.StreamResponse:
-        ok = engine.accepting
-        return _json(200 if ok else 503, {"status": "ok" if ok else "stopping", "running": len(engine.jobs),
-                                          "firing": len(scheduler.running)})
+        counts = {"running": len(engine.jobs), "firing": len(scheduler.running)}
+        if not engine.accepting:
+            return _json(503, {"status": "stopping", **counts})
+        # degraded is still 200: serve answers and fires the other tasks, so a liveness probe must
+        # not restart it (that would fix nothing); a readiness check or an alert reads `problems`
+        problems = await scheduler.health()
+        if problems:
+            return _json(200, {"status": "degraded", "problems": problems[:50], **counts})
+        return _json(200, {"status": "ok", **counts})
 
     async def metrics(request: web.Request) -> web.StreamResponse:
         from chainlang.serve.metrics import CONTENT_TYPE

@@ -365,9 +365,13 @@ class Engine:
     # -- scheduled tasks
 
     async def fire_task(self, firing: "Firing") -> tuple[str, Any]:
-        """Run one firing of a scheduled task (or resume it); its final status and error."""
+        """Run one firing of a scheduled task (or resume it); its final status and error.
+        `ELSEWHERE` when another live process holds its transcript: that process runs it
+        (this one lost the lease to it, or took over the lease of one paused) and records its end."""
         from chainlang.runtime.resume import resume_async
         from chainlang.runtime.runner import _take
+        from chainlang.serve.scheduler import ELSEWHERE
+        from chainlang.serve.transcript_locks import transcript_holder
         from chainlang.tasks.firing import DUE_EVENT
 
         where = Path(firing.run.transcript)
@@ -380,9 +384,16 @@ class Engine:
 
                 ended = await emit_ended(self.projects.current(), firing.run.run_id, DUE_EVENT, where)
                 return ended.status, ended.error
+            if firing.resumed and await asyncio.to_thread(transcript_holder, where) is not None:
+                return ELSEWHERE, None
             if firing.resumed and where.is_file() and where.stat().st_size > 0:
-                result: Any = await resume_async(where, tools=self.tools, registry=self.registry,
-                                                 notify=log.info, decider=self.decider)
+                try:
+                    result: Any = await resume_async(where, tools=self.tools, registry=self.registry,
+                                                     notify=log.info, decider=self.decider)
+                except UsageError:
+                    if await asyncio.to_thread(transcript_holder, where) is not None:
+                        return ELSEWHERE, None  # taken by another process since it was looked at
+                    raise
             else:
                 project = self.projects.current()
                 if project.hooks is None:
@@ -396,12 +407,20 @@ class Engine:
                 header = _header(project, firing.run.run_id, {"event": DUE_EVENT, "data": data,
                                                               "task": firing.task.id}, self.tools)
                 header["file_sha256"] = plan.digest
-                lock = _take(where)
+                # the scheduler's lock, held until the store knows the end; else (a resumed firing whose
+                # transcript never began) taken here
+                try:
+                    lock = firing.lock if firing.lock is not None else _take(where)
+                except UsageError:
+                    if await asyncio.to_thread(transcript_holder, where) is not None:
+                        return ELSEWHERE, None
+                    raise
                 try:
                     result = await self._fire(project, firing.run.run_id, where, header, _Started(self.metrics),
                                               lock, (firing.task.id, plan))
                 finally:
-                    lock.release()
+                    if lock is not firing.lock:
+                        lock.release()
         except UsageError as exc:
             return "failed", {"type": "usage", "message": str(exc)}
         finally:
@@ -471,33 +490,11 @@ class Engine:
     # -- reading runs
 
     def run_info(self, run_id: str) -> dict[str, Any] | None:
-        """What `GET /runs/ID` answers: the run's state read from its transcript."""
-        import re
+        """What `GET /runs/ID` answers: the run's state read from its transcript (see
+        chainlang.report.status; `status: unreadable` for a transcript it cannot read)."""
+        from chainlang.report.status import run_info
 
-        from chainlang.journal.reader import TranscriptError, read_transcript
-
-        if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,99}", run_id):
-            return None
-        where = self.runs_dir / f"{run_id}.jsonl"
-        if not where.is_file():
-            return None
-        try:
-            transcript = read_transcript(where)
-        except TranscriptError as exc:
-            return {"run_id": run_id, "status": "unreadable", "error": str(exc)}
-        started, finished = transcript.started, transcript.finished
-        emitted = started.get("emit") or {}
-        body: dict[str, Any] = {"run_id": run_id, "transcript": str(where),
-                                "status": finished.get("status") if finished else "running",
-                                "started_at": started.get("started_at"), "event": emitted.get("event"),
-                                "chain": started.get("chain"), "records": len(transcript.records)}
-        if emitted.get("task"):
-            body["task_id"] = emitted["task"]
-        if finished:
-            body["duration_ms"] = finished.get("duration_ms")
-            body["error"] = finished.get("error")
-            body["fired"] = (finished.get("outputs") or {}).get("fired")
-        return body
+        return run_info(self.runs_dir, run_id)
 
 
 @functools.lru_cache(maxsize=64)

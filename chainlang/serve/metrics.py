@@ -7,6 +7,11 @@ process (tests) do not share counts. Names follow Prometheus' conventions: a
 With several workers (`serve --workers N`) the values live in files of a directory the
 workers share (the client library's multiprocess mode, set by PROMETHEUS_MULTIPROC_DIR
 before the library is imported), and any worker's `/metrics` adds them all up.
+
+Every labelled counter has a sample for each label value the docs list from the start, at
+0 (the client library makes a labelled series only when `labels(...)` is first called): a
+rule like `increase(chainlang_failures_total[15m]) > 0` needs a sample before the first
+failure to see it. The values are the lists below; a value not listed still gets counted.
 """
 
 from __future__ import annotations
@@ -23,6 +28,15 @@ _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 
 
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# the label values each labelled counter starts with at 0 (the docs' table lists the same)
+REJECT_REASONS = ("malformed", "invalid", "too_large", "unauthorized", "unknown_event", "not_external", "bad_key",
+                  "wrong_host", "cross_origin", "unsupported_media_type", "body_timeout", "header_timeout",
+                  "too_many_connections")
+RUN_STATUSES = ("ok", "broken", "failed", "limit", "interrupted")  # how a run (an event's, a firing's) ends
+HOOK_STATUSES = ("ok", "failed", "cancelled")
+STEP_STATUSES = ("ok", "failed", "skipped", "cancelled")
+FAILURE_KINDS = ("event", "task")
 
 
 class Metrics:
@@ -61,6 +75,15 @@ class Metrics:
                            registry=r, multiprocess_mode="mostrecent")
         self.active = Gauge("chainlang_running", "Event runs and task firings running now", registry=r,
                             multiprocess_mode="livesum")
+        # set by the scheduler (the tasks worker, with --workers: the others keep 0, hence max)
+        self.quarantined = Gauge("chainlang_tasks_quarantined",
+                                 "Stored tasks whose row cannot be read (quarantined: never fired)", registry=r,
+                                 multiprocess_mode="max")
+        for counter, name, values in ((self.rejected, "reason", REJECT_REASONS), (self.firings, "status", HOOK_STATUSES),
+                                      (self.runs, "status", RUN_STATUSES), (self.failures, "kind", FAILURE_KINDS),
+                                      (self.steps, "status", STEP_STATUSES)):
+            for value in values:
+                counter.labels(**{name: value})  # the series exists, at 0, before its first increment
 
     def emitted(self, event: str, result: "EmitResult", seconds: float) -> None:
         self.events.labels(event=event, status=result.status).inc()

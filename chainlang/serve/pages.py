@@ -114,13 +114,17 @@ def list_tasks(store: "Store") -> list[dict[str, Any]]:
     """The project's stored tasks: scheduled ones first, then hooks; archived ones left out."""
     rows = []
     for task in store.list_tasks():
-        if task.status == "archived":
+        if task.status == "archived" and task.problem is None:
             continue
         definition = task.definition if isinstance(task.definition, dict) else {}
-        rows.append({"id": task.id, "kind": task.kind, "status": task.status, "next_run": task.next_run,
+        what = str(definition.get("description") or definition.get("trigger") or definition.get("type") or "")
+        if task.problem is not None:  # a row that cannot be read: never fired; the page says why
+            what = f"quarantined: {task.problem}"
+        rows.append({"id": task.id, "kind": task.kind, "status": "quarantined" if task.problem else task.status,
+                     "next_run": task.next_run,
                      "last_run": task.last_run, "failures": task.failures,
-                     "what": str(definition.get("description") or definition.get("trigger") or definition.get("type")
-                                 or "")[:200]})
+                     # masked before it is cut (no part of a secret shows), also in a row stored before the store masked
+                     "what": store.redaction.text(what)[:200]})
     rows.sort(key=lambda r: (r["kind"] != "schedule", r["status"] != "dead", r["next_run"] or "~", r["id"]))
     return rows
 

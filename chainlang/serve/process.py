@@ -7,7 +7,9 @@ actions and firings end within the grace period, cancel the rest (each records
 `interrupted` and stays open in the store, to be resumed by the next serve), close.
 
 It binds to loopback unless a bearer token is configured (`[serve] token_env`); with a
-token, every request must carry it.
+token, every request must carry it. Whatever it binds, it answers only the names of
+`Hosts` (chainlang.serve.guard) and bounds its connections (chainlang.serve.connections):
+`[serve] hosts`, `header_timeout`, `body_timeout`, `max_connections`.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class ServeOptions:
     port: int = 8765
     tools: Sequence[str] = ()
     grace: float | None = None  # seconds; None: [serve] grace (default 30 s)
-    lease_seconds: float = 30.0
+    lease_seconds: float | None = None  # None: [serve] lease (default 30 s)
     poll_seconds: float = 0.5
     registry: "Registry | None" = None
     clock: "Clock | None" = None
@@ -49,6 +51,33 @@ class ServeOptions:
     reuse_port: bool = False  # several workers listen on one port (serve --workers)
     role: str = "both"  # serve --workers: "http" workers take events, one "tasks" worker fires due tasks
     stop: asyncio.Event | None = None  # set it to stop (tests); signals also stop
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """What `[serve]` says of the requests serve answers and of its connections."""
+
+    hosts: tuple[str, ...] = ()
+    header_timeout: float = 5.0
+    body_timeout: float = 10.0
+    max_connections: int = 512
+
+
+def _bounds(config: Any) -> _Bounds:
+    from chainlang.model.durations import parse_duration
+    from chainlang.serve.connections import default_max_connections, descriptor_limit
+
+    serve = config.serve if config is not None else None
+    if serve is None:
+        return _Bounds(max_connections=default_max_connections())
+    most = serve.max_connections or default_max_connections()
+    limit = descriptor_limit()
+    if serve.max_connections is not None and limit is not None and most > limit - 64:
+        raise UsageError(f"[serve] max_connections = {most} does not fit in this process's limit of {limit} open "
+                         "files (each connection is one, and serve needs some of its own): lower max_connections, "
+                         "or raise the limit (ulimit -n; LimitNOFILE= in a systemd unit)")
+    return _Bounds(tuple(serve.hosts), float(parse_duration(serve.header_timeout) or 5.0),
+                   float(parse_duration(serve.body_timeout) or 10.0), most)
 
 
 def _loopback(host: str) -> bool:
@@ -125,6 +154,7 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
         raise UsageError(str(exc)) from None
     root = Path(config.root) if config is not None else start
     token = _token(config, options.host)
+    bounds = _bounds(config)
     serve_config = config.serve if config is not None else None
     grace = options.grace
     if grace is None:
@@ -149,19 +179,28 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
         metrics = Metrics()
         engine = Engine(root, store, projects, metrics, tuple(options.tools), options.registry, decider)
         scheduler = Scheduler(store, options.clock or SystemClock(), engine.fire_task, engine.runs_dir,
-                              lease_seconds=options.lease_seconds,
+                              lease_seconds=options.lease_seconds or _lease(serve_config),
+                              on_quarantine=metrics.quarantined.set,
                               max_failures=serve_config.max_failures if serve_config is not None else 3,
                               poll_seconds=options.poll_seconds, lead=timedelta(seconds=0.2),
                               prepare=engine.prepare_task)
-        return await _serve(web, engine, scheduler, token, options, grace, project, close_decider)
+        return await _serve(web, engine, scheduler, token, options, grace, project, close_decider, bounds)
     finally:
         projects.close()
         store.close()
 
 
+def _lease(serve_config: Any) -> float:
+    from chainlang.model.durations import parse_duration
+
+    return float(parse_duration(serve_config.lease) or 30) if serve_config is not None else 30.0
+
+
 async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, options: ServeOptions, grace: float,
-                 project: Any, close_decider: Any) -> int:
+                 project: Any, close_decider: Any, bounds: _Bounds) -> int:
     from chainlang.serve.app import make_app
+    from chainlang.serve.connections import ConnectionLimit
+    from chainlang.serve.guard import Hosts
     from chainlang.store import StoreError
 
     try:
@@ -171,23 +210,32 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     if freed:
         log.info("took up what a stopped serve left: %d task lease(s) freed", len(freed))
     runner = None
+    listening = None
     url = "no HTTP: it fires the due tasks"
+    loop = asyncio.get_running_loop()
     if options.role != "tasks":
-        runner = web.AppRunner(make_app(engine, scheduler, token), handle_signals=False, access_log=None)
+        connections = ConnectionLimit(bounds.max_connections, bounds.header_timeout,
+                                      lambda reason: engine.metrics.rejected.labels(reason=reason).inc())
+        app = make_app(engine, scheduler, token, hosts=Hosts(options.host, bounds.hosts),
+                       body_timeout=bounds.body_timeout, connections=connections)
+        # aiohttp's keep-alive timeout bounds the wait for a kept connection's next request (its
+        # headers); lingering, the time spent discarding the body of a request answered without it
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=bounds.header_timeout,
+                               lingering_time=bounds.body_timeout)
         await runner.setup()
-        site = web.TCPSite(runner, options.host, options.port, reuse_address=True,
-                           reuse_port=options.reuse_port or None)
+        connections.factory = runner.server
         try:
-            await site.start()
+            # serve listens with the limit of open connections (aiohttp's TCPSite has none)
+            listening = await loop.create_server(connections, options.host, options.port, reuse_address=True,
+                                                 reuse_port=options.reuse_port or None)
         except OSError as exc:
             await runner.cleanup()
             raise UsageError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
-        sockets = getattr(site._server, "sockets", None) or []
+        sockets: list[Any] = list(listening.sockets or [])
         port = sockets[0].getsockname()[1] if sockets else options.port
         host = f"[{options.host}]" if ":" in options.host else options.host
         url = f"http://{host}:{port}"
     stopping = options.stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     hooks = len(project.hooks) if project.hooks is not None else 0
@@ -222,6 +270,8 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
             if events or firings:
                 log.info("interrupted %d event(s) and %d firing(s) %s; the next serve resumes them", events, firings,
                          "on a second signal" if hurry.is_set() else "past the grace period")
+            if listening is not None:
+                listening.close()  # no new connections; the open ones end with the runner
             if runner is not None:
                 await runner.cleanup()
             await close_decider(engine.decider)

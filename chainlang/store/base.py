@@ -117,6 +117,9 @@ class TaskRecord:
     lease_owner: str | None
     lease_until: str | None
     version: int
+    # why the stored row cannot be read (a moment that is not ISO 8601, a definition that is
+    # not JSON, a wrong type): the task is quarantined, never fired; None for a sound row
+    problem: str | None = None
 
 
 @dataclass(frozen=True)

@@ -295,6 +295,10 @@ class NewerSchema(Exception):
         self.found = found
 
 
+class NotAStore(Exception):
+    """The database is not a chainlang store (another program's), or one that lost tables."""
+
+
 def read_version(conn: Connection) -> int:
     """The store's schema version; 0 for a store with no tables yet."""
     if not inspect(conn).has_table(SCHEMA.name):
@@ -311,6 +315,11 @@ def migrate(read: Callable[[], AbstractContextManager[Connection]],
     """
     with read() as conn:
         before = read_version(conn)
+        if before == 0 and conn.dialect.name == "sqlite":  # (a PostgreSQL database may hold other tables too)
+            others = sorted(t for t in inspect(conn).get_table_names() if not t.startswith("sqlite_"))
+            if others:
+                raise NotAStore(f"it is an SQLite database with other tables ({', '.join(others[:5])}) and none "
+                                "of a chainlang store's")
     if before > SCHEMA_VERSION:
         raise NewerSchema(before)
     for migration in _pending(before):
@@ -324,6 +333,11 @@ def migrate(read: Callable[[], AbstractContextManager[Connection]],
                 SCHEMA.create(conn, checkfirst=False)
             migration.apply(conn)
             conn.execute(insert(SCHEMA).values(version=migration.version, applied_at=now()))
+    with read() as conn:  # a store whose tables were dropped (by hand, a tool) fails every call: say it once
+        present = set(inspect(conn).get_table_names())
+    missing = [t.name for t in METADATA.sorted_tables if t.name not in present]
+    if missing:
+        raise NotAStore(f"it lacks the tables {', '.join(missing)} (its schema version says {max(before, 1)})")
     return before
 
 

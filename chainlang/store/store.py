@@ -19,9 +19,10 @@ and must upgrade its lock to write, which SQLite refuses at once, without waitin
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -34,9 +35,11 @@ from sqlalchemy.engine import URL, make_url
 from .base import EmitClaim, StoreError, check_key
 from .base import check_text as _check_text
 from . import postgres
-from .schema import EMITS, EVENT_LOG, SCHEMA, SCHEMA_VERSION, NewerSchema, migrate, now, read_version, to_json
+from .schema import EMITS, EVENT_LOG, SCHEMA, SCHEMA_VERSION, NewerSchema, NotAStore, migrate, now, read_version
+from .schema import to_json
 from .schema import append_event as _append
 from .memory import MemoryMethods
+from .redaction import StoreRedaction, project_secrets
 from .tasks import TaskMethods
 from .threads import ThreadMethods
 
@@ -46,14 +49,18 @@ DEFAULT_PATH = Path(".chainlang") / "store.db"
 _BEGIN = postgres.BEGIN  # execution option: the BEGIN mode of a transaction
 
 
-def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0) -> Store:
+def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0,
+               secrets: Iterable[str] | None = None) -> Store:
     """Open (creating and migrating if needed) the store of the project at `root`.
 
     `url` is `[store] url` of chainlang.toml: an SQLite URL, its relative path read from
     `root`, or a PostgreSQL URL (the database must exist; its tables are created).
     `busy_timeout` is how long, in seconds, to wait for another process's lock.
+    `secrets` are the values its writes mask (`redaction.py`); None: the project's known
+    secrets, read from its chainlang.toml.
     """
     root = Path(root)
+    redaction = StoreRedaction(_project_secrets(root) if secrets is None else secrets)
     target: Path | URL
     if url is None:
         path = root / DEFAULT_PATH
@@ -68,13 +75,26 @@ def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0
         target = path
     else:
         target = store_target(root, url)
-    store = Store(target, busy_timeout)
+    if isinstance(target, Path):
+        _check_file(target)
+    store = Store(target, busy_timeout, redaction)
     try:
         store._migrate()
     except BaseException:
         store.close()
         raise
     return store
+
+
+def _project_secrets(root: Path) -> list[str]:
+    """The project's known secrets, for the store's redaction; StoreError when its
+    chainlang.toml cannot be read (a store that cannot know them is not written)."""
+    from chainlang.registry.errors import ConfigError
+
+    try:
+        return project_secrets(root)
+    except ConfigError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def store_target(root: Path, url: str) -> Path | URL:
@@ -94,7 +114,7 @@ def store_exists(root: Path, url: str | None) -> bool:
     or, on PostgreSQL, its tables in the database."""
     target = root / DEFAULT_PATH if url is None else store_target(root, url)
     if isinstance(target, Path):
-        return target.is_file()
+        return _check_file(target)
     engine = postgres.connect(target, 10.0)
     where = postgres.describe(target)
     try:
@@ -104,6 +124,20 @@ def store_exists(root: Path, url: str | None) -> bool:
         raise StoreError(postgres.explain(where, target, str(e.orig), "looking for the store", 10.0)) from e
     finally:
         engine.dispose()
+
+
+def _check_file(path: Path) -> bool:
+    """Whether the SQLite store's file exists; StoreError when something else is at its path
+    (a directory, a link to nothing): that is a mistake to fix, not a project without a store."""
+    if path.is_symlink() and not path.exists():
+        raise StoreError(f"the project's store {path} is a symbolic link to {os.readlink(path)}, which does not "
+                         "exist; make the link point at the store (is a disk missing?), or remove the link to start "
+                         "a new store")
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise StoreError(f"the project's store {path} is {what}, not an SQLite file; move it away (a new store is "
+                         "then created), or name another file in [store] url of chainlang.toml")
+    return path.is_file()
 
 
 def sqlite_path(root: Path, url: str) -> Path:
@@ -129,7 +163,9 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
     The methods on tasks, their leases and runs come from `TaskMethods` (`tasks.py`).
     """
 
-    def __init__(self, path: Path | URL, busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: Path | URL, busy_timeout: float = 10.0, redaction: StoreRedaction | None = None) -> None:
+        # every write masks with it (and so may what shows stored rows): see redaction.py
+        self.redaction = redaction if redaction is not None else StoreRedaction()
         self.busy_timeout = busy_timeout
         self._closed = False
         self._file: Path | None = None
@@ -167,10 +203,11 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
 
     def claim_emit(self, key: str, event: str, run_id: str, transcript: str, data: Any = None) -> EmitClaim:
         """Claim `key` for this run, or return the run that claimed it first (`new=False`).
-        `data` (the payload, JSON) is kept so that the emit can be fired after a crash."""
+        `data` (the payload, JSON) is kept, masked (`redaction.data`), so that the emit can
+        be fired after a crash; a repeat's `data` is that masked copy."""
         check_key(key)
         _check_text(event=event, run_id=run_id, transcript=transcript)
-        encoded = None if data is None else to_json(data, "an emit's data")
+        encoded = None if data is None else to_json(self.redaction.data(data), "an emit's data")
         with self._write(f"claiming the emit id {key!r}") as conn:
             row = conn.execute(select(EMITS).where(EMITS.c.key == key)).first()
             if row is not None:
@@ -200,11 +237,11 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         calls in one transaction (serve's group commit: one disk sync for all of them).
         Returns the claims' answers in order; a key claimed twice in one batch is new once.
         The finishes are applied after the claims (serve finishes only keys it claimed)."""
-        encoded = []
+        encoded, mask = [], self.redaction.data  # the payloads are kept masked
         for key, name, run_id, transcript, data in claims:
             check_key(key)
             _check_text(event=name, run_id=run_id, transcript=transcript)
-            encoded.append(None if data is None else to_json(data, "an emit's data"))
+            encoded.append(None if data is None else to_json(mask(data), "an emit's data"))
         for key, status in finishes:
             check_key(key)
             _check_text(status=status)
@@ -288,7 +325,7 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         if not isinstance(subject, str) or not isinstance(data, dict):
             raise StoreError(f"log() takes a subject (text) and data (a dict), not {subject!r} and {data!r}")
         with self._write(f"logging a {kind!r} event") as conn:
-            _append(conn, now(), kind, subject, data)
+            _append(conn, now(), kind, subject, self.redaction.data(data))
 
     def events(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest `limit` events of the log, oldest first."""
@@ -338,6 +375,10 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods):
         except NewerSchema as e:
             raise StoreError(f"{self.where} was written by a newer chainlang (schema version {e.found}, "
                              f"this one knows up to {SCHEMA_VERSION}); upgrade chainlang to use it") from None
+        except NotAStore as e:
+            raise StoreError(f"{self.where} is not a usable chainlang store: {e}; restore it from a backup, or move "
+                             "it away (a new store is then created), or name another file in [store] url of "
+                             "chainlang.toml") from None
 
     @contextmanager
     def _read(self, doing: str) -> Iterator[Connection]:

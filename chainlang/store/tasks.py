@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,7 +38,10 @@ from sqlalchemy import Connection, Row, insert, or_, select, update
 
 from .base import SUCCEEDED, TASK_KINDS, TASK_STATUSES, Lease, StoreError, TaskRecord, TaskRun, check_key
 from .base import check_text, stamp
+from .redaction import StoreRedaction
 from .schema import TASK_RUNS, TASKS, append_event, now, to_json, versioned_update
+from .task_rows import readable_moment
+from .task_rows import task_record as _task
 
 __all__ = ["TaskMethods"]
 
@@ -50,6 +53,7 @@ class TaskMethods:
     """The task operations of `Store` (mixed into it; see the module's docstring)."""
 
     where: str
+    redaction: StoreRedaction  # what every write masks (redaction.py)
 
     def _read(self, doing: str) -> AbstractContextManager[Connection]:
         raise NotImplementedError
@@ -69,7 +73,8 @@ class TaskMethods:
         if not isinstance(definition, Mapping):
             raise StoreError(f"a task's definition must be a mapping (the hook or schedule), not "
                              f"{type(definition).__name__}")
-        text = to_json(dict(definition), "the definition of a task")
+        # its known secrets masked (and its descriptions): a definition is code that must still run (redaction.py)
+        text = to_json(self.redaction.task(dict(definition)), "the definition of a task")
         due = None if next_run is None else stamp(next_run, "next_run")
         if origin is not None:
             check_text(origin=origin)
@@ -154,17 +159,26 @@ class TaskMethods:
         with self._read("reading the due tasks") as conn:
             return [_task(row) for row in conn.execute(query).all()]
 
-    def next_due(self, now: _Moment | None = None) -> str | None:
+    def next_due(self, now: _Moment | None = None, excluding: Collection[str] = ()) -> str | None:
         """When the earliest active schedule is due (stored form), None when none is; given
-        `now`, only of the schedules nobody holds at `now` (no lease, or an expired one)."""
-        from sqlalchemy import func
-
-        query = select(func.min(TASKS.c.next_run)).where(TASKS.c.kind == "schedule", TASKS.c.status.in_(RUNNABLE))
+        `now`, only of the schedules nobody holds at `now` (no lease, or an expired one); not
+        of the tasks `excluding` names (those the caller leaves alone for now)."""
+        query = (select(TASKS.c.next_run)
+                 .where(TASKS.c.kind == "schedule", TASKS.c.status.in_(RUNNABLE), TASKS.c.next_run.is_not(None))
+                 .order_by(TASKS.c.next_run).limit(50))
         if now is not None:
             query = query.where(_unleased(stamp(now, "now")))
+        if excluding:
+            query = query.where(TASKS.c.id.not_in(sorted(excluding)[:500]))
         with self._read("reading when the next task is due") as conn:
-            found = conn.execute(query).scalar()
-        return None if found is None else str(found)
+            while True:  # the earliest that is a moment: a damaged row's text is not (it is quarantined)
+                found = conn.execute(query).scalars().all()
+                for value in found:
+                    if readable_moment(value):
+                        return str(value)
+                if len(found) < 50:
+                    return None
+                query = query.where(TASKS.c.next_run > found[-1])
 
     def claim(self, id: str, owner: str, now: _Moment, ttl_seconds: float) -> Lease | None:
         """Take the lease of an active task for `owner` until `now + ttl_seconds`.
@@ -187,14 +201,17 @@ class TaskMethods:
 
     def renew(self, id: str, owner: str, now: _Moment, ttl_seconds: float) -> Lease | None:
         """Extend `owner`'s lease to `now + ttl_seconds` (for a run that lasts longer than
-        its lease); None when `owner` no longer holds it (another owner reclaimed it)."""
+        its lease); None when another owner holds it (it reclaimed it). A lease nobody holds
+        is taken again (`lease_retaken`): another process took it while this one's run went
+        on (a pause, a clock jump), saw the run's transcript held, and gave it back."""
         at, until = _lease_span(id, owner, now, ttl_seconds)
         with self._write(f"renewing the lease of the task {id!r}") as conn:
             row = _get(conn, id, self.where)
-            if row.lease_owner != owner:
+            if row.lease_owner is not None and row.lease_owner != owner:
                 return None
-            version = _change(conn, row, self.where, lease_until=until, updated_at=now_())
-            append_event(conn, now_(), "lease_renewed", id, {"owner": owner, "until": until})
+            version = _change(conn, row, self.where, lease_owner=owner, lease_until=until, updated_at=now_())
+            kind = "lease_renewed" if row.lease_owner == owner else "lease_retaken"
+            append_event(conn, now_(), kind, id, {"owner": owner, "until": until})
             return Lease(task_id=id, owner=owner, until=until, version=version)
 
     def release(self, id: str, owner: str) -> bool:
@@ -249,8 +266,11 @@ class TaskMethods:
         row, any other adds one, and the task becomes `dead` at `max_failures`. `last_run`
         becomes `due_at`. `next_run` is the task's next firing; None means there is none:
         a schedule is then `completed` (a hook stays active). A task cancelled meanwhile
-        stays archived. Only the lease's holder may finish (its lease may have expired,
-        as long as no one else has taken it); a run is finished once.
+        stays archived. A run is finished once, by the lease's holder (its lease may have
+        expired, as long as no one else has taken it), or by the process that ran it after
+        it lost the lease (a pause or a clock jump longer than the lease) while no one holds
+        a lease that runs at `now`: the transcript lock let no one else run it meanwhile,
+        so its end is the truth.
         """
         check_key(task_id, "task id")
         check_text(owner=owner, status=status)
@@ -259,15 +279,19 @@ class TaskMethods:
         due, at = stamp(due_at, "due_at"), stamp(now, "now")
         nxt = None if next_run is None else stamp(next_run, "next_run")
         _check_count("max_failures", max_failures, least=1)
-        error_text = None if error is None else to_json(error, "a run's error")
+        error_text = None if error is None else to_json(self.redaction.data(error), "a run's error")
         with self._write(f"finishing a run of the task {task_id!r}") as conn:
             row = _get(conn, task_id, self.where)
-            if row.lease_owner != owner:
+            run = conn.execute(select(TASK_RUNS).where(TASK_RUNS.c.task_id == task_id,
+                                                       TASK_RUNS.c.due_at == due)).first()
+            holds = row.lease_owner == owner
+            # lost the lease while it ran (paused, or the clock jumped), and nobody else holds one now
+            ran_it = run is not None and run.status == "running" and not holds and (
+                row.lease_owner is None or row.lease_until is None or row.lease_until < at)
+            if not holds and not ran_it:
                 holder = "nobody" if row.lease_owner is None else repr(row.lease_owner)
                 raise StoreError(f"{owner!r} does not hold the lease of the task {task_id!r} ({holder} does): "
                                  "only the holder may finish its run")
-            run = conn.execute(select(TASK_RUNS).where(TASK_RUNS.c.task_id == task_id,
-                                                       TASK_RUNS.c.due_at == due)).first()
             if run is None:
                 raise StoreError(f"the task {task_id!r} has no run due at {due}: start_run it first")
             if run.status != "running":
@@ -289,7 +313,8 @@ class TaskMethods:
                     lease_owner=None, lease_until=None, updated_at=logged)
             append_event(conn, logged, "run_finished", task_id,
                          {"owner": owner, "run_id": run.run_id, "due_at": due, "status": status,
-                          "failures": failures, "task_status": new_status, "next_run": nxt})
+                          "failures": failures, "task_status": new_status, "next_run": nxt,
+                          **({} if holds else {"lease_lost": True})})
             if new_status == "dead" and row.status != "dead":
                 append_event(conn, logged, "task_dead", task_id,
                              {"failures": failures, "max_failures": max_failures, "run_id": run.run_id})
@@ -326,7 +351,8 @@ class TaskMethods:
         """The leases held now (expired or not), to find those of processes that are gone."""
         with self._read("reading the leases") as conn:
             rows = conn.execute(select(TASKS).where(TASKS.c.lease_owner.is_not(None))).all()
-        return [Lease(task_id=r.id, owner=r.lease_owner, until=r.lease_until, version=int(r.version)) for r in rows]
+        return [Lease(task_id=r.id, owner=r.lease_owner, until=r.lease_until, version=int(r.version)) for r in rows
+                if isinstance(r.lease_owner, str) and isinstance(r.version, int)]  # else quarantined: never fired
 
     def expire_lease(self, task_id: str, owner: str, why: str) -> bool:
         """End `owner`'s lease at once (its process is gone): the task may be claimed again."""
@@ -387,13 +413,6 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 def _check_count(name: str, value: object, least: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise StoreError(f"{name} takes a whole number >= {least}, not {value!r}")
-
-
-def _task(row: Row[Any]) -> TaskRecord:
-    return TaskRecord(id=row.id, kind=row.kind, definition=json.loads(row.definition), status=row.status,
-                      created_at=row.created_at, updated_at=row.updated_at, next_run=row.next_run,
-                      last_run=row.last_run, failures=int(row.failures), origin=row.origin,
-                      lease_owner=row.lease_owner, lease_until=row.lease_until, version=int(row.version))
 
 
 def _run(row: Row[Any], new: bool) -> TaskRun:

@@ -27,6 +27,12 @@ HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "mode"
 
 def store_url(root: Path) -> str | None:
     """`[store] url` of the project at `root` (None: the default `.chainlang/store.db`)."""
+    config = _config(root)
+    return config.store.url if config is not None and config.store is not None else None
+
+
+def _config(root: Path) -> Any:
+    """The project's chainlang.toml at `root` (None without one); StoreError when unreadable."""
     from chainlang.config.project import CONFIG_NAME, load_config
     from chainlang.registry.errors import ConfigError
     from chainlang.store import StoreError
@@ -35,10 +41,9 @@ def store_url(root: Path) -> str | None:
     if not toml.is_file():
         return None
     try:
-        config = load_config(toml)
+        return load_config(toml)
     except ConfigError as exc:
         raise StoreError(str(exc)) from None
-    return config.store.url if config.store is not None else None
 
 
 def store_exists(root: Path) -> bool:
@@ -49,10 +54,14 @@ def store_exists(root: Path) -> bool:
 
 
 def project_store(root: Path) -> "Store":
-    """Open the store of the project at `root` where `[store] url` says (creating it)."""
+    """Open the store of the project at `root` where `[store] url` says (creating it), its
+    writes masking the project's known secrets (API keys, `[secrets]`)."""
+    from chainlang.config.secrets import known_secret_values
     from chainlang.store import open_store
 
-    return open_store(root, store_url(root))
+    config = _config(root)
+    url = config.store.url if config is not None and config.store is not None else None
+    return open_store(root, url, secrets=known_secret_values(config))
 
 
 def hook_file(task_id: str, definition: dict[str, Any], captured: dict[str, Any]) -> "LoadedFile":
@@ -84,7 +93,7 @@ def stored_hook_files(root: Path) -> list["LoadedFile"]:
             tasks = store.list_tasks(status="active", kind="hook")
     except StoreError as exc:
         raise UsageError(f"the project's stored hooks cannot be read: {exc}") from None
-    return [_file_of(task) for task in tasks]
+    return [_file_of(task) for task in tasks if task.problem is None]  # a row that cannot be read is quarantined
 
 
 def _file_of(task: "TaskRecord") -> "LoadedFile":
