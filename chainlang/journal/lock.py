@@ -35,6 +35,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from chainlang.errors import RunInUse  # a UsageError: every layer catches it by name
+
 __all__ = ["Head", "RunInUse", "RunLock", "head_path", "run_anchor"]
 
 _LINE = re.compile(rb"pid=(\d{10}) seq=(\d{20}) mac=([0-9a-f]{32}|-{32}) seal=([0-9a-f]{32})\n")
@@ -42,16 +44,6 @@ _LINE = re.compile(rb"pid=(\d{10}) seq=(\d{20}) mac=([0-9a-f]{32}|-{32}) seal=([
 
 def head_path(transcript: Path) -> Path:
     return transcript.with_name(transcript.name + ".head")
-
-
-class RunInUse(Exception):
-    """Another process holds the transcript."""
-
-    def __init__(self, transcript: Path, pid: int | None) -> None:
-        who = f"process {pid}" if pid else "another process"
-        super().__init__(f"{transcript}: the run is in use by {who} (a chainlang run or resume of it is still "
-                         "going); wait for it to end or stop it, then try again")
-        self.pid = pid
 
 
 @dataclass(frozen=True)

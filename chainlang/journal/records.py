@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
+from chainlang.status import HOOK_STATUSES, RUN_STATUSES, STEP_STATUSES, HookStatus, RunStatus, StepStatus
+
 __all__ = [
     "RECORD_TYPES",
     "Clock",
@@ -134,7 +136,7 @@ class HookFinished:
 
     TYPE: ClassVar[str] = "hook_finished"
     hook: str
-    status: str
+    status: HookStatus
     error: dict[str, Any] | None
     duration_ms: float
     step: str | None = None
@@ -162,7 +164,7 @@ class StepFinished:
     TYPE: ClassVar[str] = "step_finished"
     step: str
     event: str
-    status: str
+    status: StepStatus
     result: Any
     error: dict[str, Any] | None
     duration_ms: float
@@ -174,7 +176,7 @@ class StepFinished:
 @dataclass(slots=True)
 class RunFinished:
     TYPE: ClassVar[str] = "run_finished"
-    status: str
+    status: RunStatus
     outputs: dict[str, Any]
     error: dict[str, Any] | None
     duration_ms: float
@@ -252,9 +254,6 @@ _members(ModelCall, ("step", _STR, True, False), ("tier", _STR, True, False), ("
          ("usage", _OBJ, True, False), ("duration_ms", _NUM, True, False), ("error", _OBJ, False, False))
 
 _NON_EMPTY = frozenset({"step", "event", "file", "value", "hook", "thread"})
-_STATUSES = frozenset({"ok", "failed", "skipped", "cancelled"})
-_HOOK_STATUSES = frozenset({"ok", "failed", "cancelled"})
-_RUN_STATUSES = frozenset({"ok", "broken", "failed", "limit", "interrupted"})
 
 
 def _step_started(r: Any) -> dict[str, Any]:
@@ -312,11 +311,11 @@ def decode(data: dict[str, Any]) -> Record:
             raise RecordError(f"{kind} record: {name!r} must be a non-empty string")
         values[name] = value
     record: Record = cls(**values)
-    if isinstance(record, StepFinished) and record.status not in _STATUSES:
+    if isinstance(record, StepFinished) and record.status not in STEP_STATUSES:
         raise RecordError(f"step_finished record: unknown status {record.status!r}")
-    if isinstance(record, HookFinished) and record.status not in _HOOK_STATUSES:
+    if isinstance(record, HookFinished) and record.status not in HOOK_STATUSES:
         raise RecordError(f"hook_finished record: unknown status {record.status!r}")
-    if isinstance(record, RunFinished) and record.status not in _RUN_STATUSES:
+    if isinstance(record, RunFinished) and record.status not in RUN_STATUSES:
         raise RecordError(f"run_finished record: unknown status {record.status!r}")
     if isinstance(record, (StepStarted, StepFinished)) and record.attempt < 1:
         raise RecordError(f"{kind} record: 'attempt' must be 1 or more")

@@ -7,17 +7,14 @@ wrong and how to fix it, and never carry a traceback.
 
 from __future__ import annotations
 
+# the two that layers below the registry raise and catch live in the leaf module
+from chainlang.errors import ConfigError, RegistryError
 
-class RegistryError(Exception):
-    """A problem with the set of registered events (e.g. a name declared twice)."""
+__all__ = ["ConfigError", "ImplementationError", "RegistryError", "ToolLoadError"]
 
 
 class ToolLoadError(RegistryError):
     """A `--tools` / `chainlang.toml` tools reference that cannot be loaded."""
-
-
-class ConfigError(RegistryError):
-    """A `chainlang.toml` that cannot be read or does not follow the config schema."""
 
 
 class ImplementationError(RegistryError):

@@ -26,6 +26,7 @@ from chainlang.journal.records import HookDropped, HookFinished, HookFired
 from chainlang.runtime.interceptors import PassThrough, Refused, StepInfo
 from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, error_of, ms_since, perf, short
 from chainlang.runtime.scope import Binder, HookContext, Scope
+from chainlang.status import FAILED, OK, HookStatus
 
 if TYPE_CHECKING:
     from chainlang.compile.hooks import CompiledHook, HookSet
@@ -164,7 +165,7 @@ def may_fire(chain: "ChainRun", hook: "CompiledHook", event: str, path: str | No
 
 
 async def run_firing(chain: "ChainRun", hook: "CompiledHook", context: HookContext,
-                     path: str | None) -> tuple[str, dict[str, Any] | None]:
+                     path: str | None) -> tuple[HookStatus, dict[str, Any] | None]:
     """Run a hook's action to its end and record how it ended (a resume takes the end of a
     firing that finished from the transcript)."""
     run = chain.run
@@ -178,7 +179,7 @@ async def run_firing(chain: "ChainRun", hook: "CompiledHook", context: HookConte
 
 
 async def run_action(chain: "ChainRun", hook: "CompiledHook", context: HookContext,
-                     path: str | None) -> tuple[str, dict[str, Any] | None]:
+                     path: str | None) -> tuple[HookStatus, dict[str, Any] | None]:
     from chainlang.runtime.walk import ChainRun
 
     assert hook.action is not None
@@ -187,9 +188,9 @@ async def run_action(chain: "ChainRun", hook: "CompiledHook", context: HookConte
                    prefix=prefix, allow=chain.allow, depth_limit=chain.depth_limit, strip=hook.strip, hook=context,
                    hooks=chain.hooks, stack=chain.stack + (hook.key,), hook_inputs=chain.hook_inputs)
     status, _outputs, error = await sub.execute()
-    if status == "broken":  # a break ends the action cleanly
-        return "ok", None
-    return status, error
+    if status == FAILED:
+        return FAILED, error
+    return OK, None  # ok, or a break: it ends the action cleanly
 
 
 def hook_scope(chain: "ChainRun", hook: "CompiledHook", context: HookContext) -> Scope:
@@ -210,7 +211,7 @@ def fired(run: "RunState", hook: "CompiledHook", when: str, event: str, path: st
     run.record(HookFired(hook.key, when, event, path, hook.trigger))
 
 
-def finished(run: "RunState", hook: "CompiledHook", path: str | None, status: str, error: dict[str, Any] | None,
+def finished(run: "RunState", hook: "CompiledHook", path: str | None, status: HookStatus, error: dict[str, Any] | None,
              duration: float) -> None:
     run.record(HookFinished(hook.key, status, error, duration, path))
 

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from chainlang.status import NOT_ALLOWED
 
 
 class Refused(Exception):
     """Raised by `before` to end the step without calling its event: `status` is
     `cancelled` (the chain goes on, as after a skipped step) or `failed`."""
 
-    def __init__(self, status: str, error: dict[str, Any]) -> None:
+    def __init__(self, status: Literal["cancelled", "failed"], error: dict[str, Any]) -> None:
         super().__init__(error.get("message", status))
         self.status = status
         self.error = error
@@ -81,7 +83,7 @@ class AllowList(PassThrough):
         if self.allowed(step.event):
             return None
         also = " or of a chain that called it" if len(self.lists) > 1 else ""
-        return {"type": "not_allowed", "message": f"{step.event} is not in the allow list of this chain{also}"}
+        return {"type": NOT_ALLOWED, "message": f"{step.event} is not in the allow list of this chain{also}"}
 
 
 __all__ = ["AllowList", "Interceptor", "PassThrough", "Refused", "StepInfo"]

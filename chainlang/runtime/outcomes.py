@@ -7,6 +7,8 @@ import time
 from contextvars import ContextVar
 from typing import Any, Callable
 
+from chainlang.status import ErrorType
+
 
 class StepFailed(Exception):
     """A step (or block) failed and its `on_error` is `fail`: the enclosing chain fails."""
@@ -62,7 +64,19 @@ class EventUnavailable(Exception):
     """The event has no implementation this run can call."""
 
 
-def error_of(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+class ToolFailed(Exception):
+    """A tool's attempt failed where it ran (a Temporal worker), which made its error there:
+    the step records that error as it is, its type (`tool_error`, or `result` for a result
+    that is not JSON) and its message."""
+
+    def __init__(self, message: str, kind: ErrorType = "tool_error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind: ErrorType = kind
+
+
+def error_of(kind: ErrorType, message: str, **extra: Any) -> dict[str, Any]:
+    """An error object: its `type` (one of chainlang.status.ErrorType), its message, and more members."""
     return {"type": kind, "message": message, **extra}
 
 

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING
 
 from chainlang.journal.records import Decide, HookFinished, ModelCall, StepFinished, StepStarted
 from chainlang.runtime.outcomes import ResumeBlocked
+from chainlang.status import retryable
 
 if TYPE_CHECKING:
     from chainlang.runtime.events import EventRuntime
-
-_RETRIED = frozenset({"tool_error", "timeout", "result"})  # the failures `retry` tries again
 
 
 @dataclass
@@ -51,8 +50,8 @@ class Replay:
             return False
         started = self.started.get(ipath)
         most = started.max_attempts if started is not None else None
-        error = done.error or {}
-        return most is not None and done.attempt < most and error.get("type") in _RETRIED
+        # the live run's own rule (step.py), so a resumed run retries exactly what a live one does
+        return most is not None and done.attempt < most and retryable(done.error)
 
     def first_attempt(self, rt: "EventRuntime", ipath: str) -> int:
         """The attempt to start with. An attempt that started and did not finish is run

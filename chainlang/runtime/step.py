@@ -32,6 +32,7 @@ from chainlang.runtime.outcomes import (
     LimitExceeded,
     ResumeBlocked,
     StepFailed,
+    ToolFailed,
     error_of,
     ms_since,
     perf,
@@ -39,6 +40,8 @@ from chainlang.runtime.outcomes import (
     short,
 )
 from chainlang.runtime.scope import Rec, Scope, accessor
+from chainlang.status import (CANCELLED, DECIDE, EXPRESSION, FAILED, LIMIT, OK, PARAMS, RESULT, TIMEOUT, TOOL_ERROR,
+                              UNAVAILABLE, StepStatus, retryable)
 from chainlang.journal.values import find_non_json, is_plain_json
 
 if TYPE_CHECKING:
@@ -96,7 +99,7 @@ class StepPipeline:
                 run.captured[ipath] = {key: accessor(replace(binding, captured=False), ref)(scope)
                                        for key, binding, ref in node.captures}
         except ExprEvalError as exc:
-            self.fail_early(node, scope, ipath, error_of("expression", f"params (line {node.line}): {exc.message}"))
+            self.fail_early(node, scope, ipath, error_of(EXPRESSION, f"params (line {node.line}): {exc.message}"))
         if info is not None:
             try:
                 for interceptor in self.interceptors:
@@ -125,7 +128,7 @@ class StepPipeline:
             try:
                 rt = prepare_event(run.registry, name)
             except EventUnavailable as exc:
-                self.fail_early(node, scope, ipath, error_of("unavailable", str(exc)))
+                self.fail_early(node, scope, ipath, error_of(UNAVAILABLE, str(exc)))
             run.events[name] = rt
         return rt
 
@@ -148,7 +151,7 @@ class StepPipeline:
         problems = rt.check_params(params)
         if problems:
             self.fail_early(node, scope, ipath, error_of(
-                "params", f"{name}: the params are invalid after the decision: " + "; ".join(problems[:3])), params)
+                PARAMS, f"{name}: the params are invalid after the decision: " + "; ".join(problems[:3])), params)
         return params
 
     async def attempts(self, node: "GraphNode", rt: EventRuntime, scope: Scope, ipath: str,
@@ -177,12 +180,12 @@ class StepPipeline:
                 try:
                     record(StepFinished(ipath, name, "ok", result, None, duration, attempt))
                 except TypeError as exc:  # a value the encoder refuses: the result is at fault, not the run
-                    error = error_of("result", f"{name} returned a result that cannot be written as JSON: {exc}")
+                    error = error_of(RESULT, f"{name} returned a result that cannot be written as JSON: {exc}")
                 else:
                     scope.record(node.path, name, node.id, Rec("ok", result, None, params, duration))
                     return result
             self.finish(node, scope, ipath, params, start, attempt, error)
-            if attempt < tries and retry is not None:
+            if attempt < tries and retry is not None and retryable(error):  # resume asks the same (replay.py)
                 await asyncio.sleep(retry_delay(retry, attempt))
                 continue
             raise StepFailed(ipath, name, error)
@@ -207,23 +210,23 @@ class StepPipeline:
             if rt.check_result is None and is_plain_json(result, tuples=False):
                 return result, None
             result, problem = self.check_result(rt, result)
-            return result, None if problem is None else error_of("result", problem)
+            return result, None if problem is None else error_of(RESULT, problem)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling() == 0:  # the tool raised it: not a cancellation
-                return None, error_of("tool_error", tool_message(exc) or "CancelledError")
-            self.run.record(StepFinished(ipath, name, "cancelled", None, error_of(
-                "cancelled", "cancelled: another branch failed or the run stopped" + abandoned_text(name, watch),
+                return None, error_of(TOOL_ERROR, tool_message(exc) or "CancelledError")
+            self.run.record(StepFinished(ipath, name, CANCELLED, None, error_of(
+                CANCELLED, "cancelled: another branch failed or the run stopped" + abandoned_text(name, watch),
                 **_abandoned(watch)), ms_since(start), attempt))
             scope.record(node.path, name, node.id, Rec("cancelled", None, None, params, ms_since(start)))
             raise
         except TimeoutError as exc:
             if deadline is not None and deadline.expired():
-                return None, error_of("timeout", f"{name} took longer than its timeout ({seconds(node.timeout or 0)})"
+                return None, error_of(TIMEOUT, f"{name} took longer than its timeout ({seconds(node.timeout or 0)})"
                                       + abandoned_text(name, watch), **_abandoned(watch))
-            return None, error_of("tool_error", tool_message(exc))  # raised by the tool itself (a socket timeout...)
+            return None, error_of(TOOL_ERROR, tool_message(exc))  # raised by the tool itself (a socket timeout...)
         except LimitExceeded as exc:
-            self.finish(node, scope, ipath, params, start, attempt, error_of("limit", exc.message))
+            self.finish(node, scope, ipath, params, start, attempt, error_of(LIMIT, exc.message))
             raise
         except ResumeBlocked:
             raise  # the step stays open: resuming again (with --rerun/--skip) re-enters it
@@ -233,9 +236,11 @@ class StepPipeline:
         except (KeyboardInterrupt, SystemExit) as exc:
             if stops_the_process(exc):  # Ctrl-C, or a signal handler of the process: not the tool's doing
                 raise
-            return None, error_of("tool_error", tool_message(exc))  # the tool's own: its failure, like any other
+            return None, error_of(TOOL_ERROR, tool_message(exc))  # the tool's own: its failure, like any other
+        except ToolFailed as exc:  # failed on a Temporal worker, which made the error: kept as it is
+            return None, error_of(exc.kind, exc.message)
         except BaseException as exc:  # any other exception of a tool is its failure, not the run's end
-            return None, error_of("tool_error", tool_message(exc))
+            return None, error_of(TOOL_ERROR, tool_message(exc))
 
     @staticmethod
     def check_result(rt: EventRuntime, result: Any) -> tuple[Any, str | None]:
@@ -261,7 +266,7 @@ class StepPipeline:
                error: dict[str, Any] | None) -> None:
         """A failed attempt (an `ok` one is recorded inline, on the hot path)."""
         duration = ms_since(start)
-        status = "ok" if error is None else "failed"
+        status: StepStatus = OK if error is None else FAILED
         self.run.record(StepFinished(ipath, node.event or "", status, None, error, duration, attempt))
         scope.record(node.path, node.event, node.id, Rec(status, None, error, params, duration))
 
@@ -278,7 +283,7 @@ class StepPipeline:
             raise ChainBroken(ipath, f"the decide model answered break at step {ipath} ({node.event}): "
                                      f"{done.reason or ''}")
         if rec.status == "failed":
-            raise StepFailed(ipath, node.event, rec.error or error_of("failed", "failed"))
+            raise StepFailed(ipath, node.event, rec.error or error_of(FAILED, "failed"))
 
     def fail_early(self, node: "GraphNode", scope: Scope, ipath: str, error: dict[str, Any],
                    params: Any = None) -> NoReturn:
@@ -290,7 +295,7 @@ class StepPipeline:
         scope.record(node.path, node.event, node.id, Rec("failed", None, error, params))
         raise StepFailed(ipath, node.event, error)
 
-    def finish_unstarted(self, node: "GraphNode", scope: Scope, ipath: str, params: Any, status: str, why: str,
+    def finish_unstarted(self, node: "GraphNode", scope: Scope, ipath: str, params: Any, status: StepStatus, why: str,
                          broke: bool = False, error: dict[str, Any] | None = None) -> None:
         event = node.event or ""
         self.run.record(StepStarted(ipath, event, 1, params))
@@ -309,11 +314,11 @@ class StepPipeline:
         if recorded:
             rec = recorded.pop(0)
             if rec.action == "fail":  # nothing could decide: the step failed, and fails again
-                self.fail_early(node, scope, ipath, error_of("decide", rec.reason), params)
+                self.fail_early(node, scope, ipath, error_of(DECIDE, rec.reason), params)
             try:
                 return Decision.from_record(rec.answer())
             except ValueError as exc:
-                self.fail_early(node, scope, ipath, error_of("decide", f"the recorded decision cannot be used: {exc}"),
+                self.fail_early(node, scope, ipath, error_of(DECIDE, f"the recorded decision cannot be used: {exc}"),
                                 params)
         condition = node.decide
         decision: Decision | None = None
@@ -323,7 +328,7 @@ class StepPipeline:
                 holds = truthy(node.decide_expr(scope))
             except ExprEvalError as exc:
                 self.fail_early(node, scope, ipath, error_of(
-                    "expression", f"decide `{short(condition, 80)}` (line {node.line}): {exc.message}"), params)
+                    EXPRESSION, f"decide `{short(condition, 80)}` (line {node.line}): {exc.message}"), params)
             if not holds:
                 decision = Decision("skip", None, f"condition `{short(condition, 80)}` is false", "embedded")
             elif not problems:
@@ -342,9 +347,9 @@ class StepPipeline:
                 decision = await run.decider.decide(request)
             except DecisionNeeded as exc:
                 run.record(Decide(ipath, name, asked, "fail", str(exc), "fallback"))
-                self.fail_early(node, scope, ipath, error_of("decide", str(exc)), params)
+                self.fail_early(node, scope, ipath, error_of(DECIDE, str(exc)), params)
             except DecideError as exc:  # e.g. the model's API key variable is not set
-                self.fail_early(node, scope, ipath, error_of("decide", f"{name}: the decide model cannot be "
+                self.fail_early(node, scope, ipath, error_of(DECIDE, f"{name}: the decide model cannot be "
                                                                        f"used: {exc}"), params)
         answer = decision.to_record()
         run.record(Decide(ipath, name, asked, str(answer["action"]), str(answer.get("reason", "")),

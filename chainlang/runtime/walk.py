@@ -41,6 +41,7 @@ from chainlang.runtime.outcomes import (
 from chainlang.runtime.scope import Binder, HookContext, Rec, Scope
 from chainlang.runtime.state import RunState
 from chainlang.runtime.step import StepPipeline
+from chainlang.status import BREAK, BROKEN, FAILED, OK, RunStatus
 
 if TYPE_CHECKING:
     from chainlang.compile.hooks import HookSet
@@ -76,10 +77,11 @@ class ChainRun:
         self.interceptors = allowed + run.interceptors + fire
         self.event = StepPipeline(self)
 
-    async def execute(self) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    async def execute(self) -> tuple[RunStatus, dict[str, Any], dict[str, Any] | None]:
         """Run the steps, then render the outputs: (status, outputs, error). Raises
         LimitExceeded and ResumeBlocked; a failure or a break is a status."""
-        status, error = "ok", None
+        status: RunStatus = OK
+        error: dict[str, Any] | None = None
         try:
             if self.graph.timeout is not None:
                 try:
@@ -93,17 +95,17 @@ class ChainRun:
             else:
                 await self.sequence(self.graph.nodes, self.scope, self.prefix, self.strip)
         except StepFailed as exc:
-            status, error = "failed", {**exc.error, "step": exc.path, **({"event": exc.event} if exc.event else {})}
+            status, error = FAILED, {**exc.error, "step": exc.path, **({"event": exc.event} if exc.event else {})}
         except ChainBroken as exc:
-            status, error = "broken", {"type": "break", "message": exc.reason, "step": exc.path}
+            status, error = BROKEN, error_of(BREAK, exc.reason, step=exc.path)
         outputs: dict[str, Any] = {}
         for name, value in self.graph.outputs.items():
             try:
                 outputs[name] = value.render(self.scope)
             except ExprEvalError as exc:
                 outputs[name] = None
-                if status == "ok":
-                    status, error = "failed", error_of("expression", f"output '{name}': {exc.message}")
+                if status == OK:
+                    status, error = FAILED, error_of("expression", f"output '{name}': {exc.message}")
         return status, outputs, error
 
     # -- structure
