@@ -6,24 +6,33 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from chainlang.diagnostics import rules
+from chainlang.errors import UsageError as UsageError  # public here too: chainlang.pipeline.UsageError
 from chainlang.diagnostics import Diagnostic, DiagnosticSink, has_errors, sort_diagnostics
 from chainlang.load.source import SourceFile
+# one file loaded and modelled: below the checks (chainlang.model.files), public here too
+from chainlang.model.files import CHAIN_SUFFIXES as CHAIN_SUFFIXES
+from chainlang.model.files import HOOKS_SUFFIXES as HOOKS_SUFFIXES
+from chainlang.model.files import LoadedFile as LoadedFile
+from chainlang.model.files import file_kind as file_kind
+from chainlang.model.files import is_chain_file as is_chain_file
+from chainlang.model.files import load_file as load_file
 
 if TYPE_CHECKING:
     from chainlang.checks.base import Project
     from chainlang.model.nodes import Chain
     from chainlang.registry.registry import Registry
 
-CHAIN_SUFFIXES = (".chain.yaml", ".chain.yml")
-HOOKS_SUFFIXES = (".hooks.yaml", ".hooks.yml")
 MAX_FILES = 10_000
 
-
-class UsageError(Exception):
-    """A problem with how the checker was called (missing path, ...): exit code 2."""
+#: The hooks a project keeps in its store (`task.register`, LANGUAGE.md §12): given the
+#: project's root, its stored hooks as hooks files. The task system provides it
+#: (`chainlang.tasks.stored.stored_hook_files`); the callers that check a project as it
+#: runs (`chainlang check`, run, emit, the language server) pass it, so that checking does
+#: not import the task system and its store. Without it, no stored hook is in force.
+StoredHooks = Callable[[Path], Sequence[LoadedFile]]
 
 
 @dataclass
@@ -36,22 +45,6 @@ class CheckResult:
     @property
     def ok(self) -> bool:
         return not has_errors(self.diagnostics)
-
-
-@dataclass
-class LoadedFile:
-    path: str
-    source: SourceFile
-    sink: DiagnosticSink
-    chain: "Chain"
-
-
-def file_kind(path: str) -> str:
-    return "hooks" if path.endswith(HOOKS_SUFFIXES) else "chain"
-
-
-def is_chain_file(name: str) -> bool:
-    return name.endswith(CHAIN_SUFFIXES) or name.endswith(HOOKS_SUFFIXES)
 
 
 def discover(paths: Iterable[str | os.PathLike[str]], nested: list[str] | None = None) -> list[str]:
@@ -98,35 +91,6 @@ def _nothing_found(paths: Sequence[str | os.PathLike[str]]) -> str:
 
 def _display(path: str) -> str:
     return path.replace(os.sep, "/") if os.sep != "/" else path
-
-
-def load_file(path: str, data: bytes | None = None, text: str | None = None, kind: str | None = None) -> LoadedFile:
-    from chainlang.load.loader import load_bytes, load_text
-    from chainlang.model.build import build_chain
-
-    sink = DiagnosticSink(path)
-    if text is not None:
-        loaded = load_text(path, text, sink)
-    else:
-        if data is None:
-            data = _read_bounded(path)
-        loaded = load_bytes(path, data, sink)
-    from chainlang.diagnostics.suggest import suggestion_budget
-
-    with suggestion_budget():
-        chain = build_chain(loaded.root, loaded.source, sink, kind=kind or file_kind(path))
-    return LoadedFile(path, loaded.source, sink, chain)
-
-
-def _read_bounded(path: str) -> bytes:
-    """The file's bytes, reading at most one byte past the size limit (the loader reports it)."""
-    from chainlang.load.loader import MAX_FILE_CHARS
-
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(MAX_FILE_CHARS + 1)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def build_project(files: Sequence[LoadedFile], registry: "Registry") -> tuple["Project", "Registry"]:
@@ -206,7 +170,7 @@ def check_project(files: Sequence[LoadedFile], registry: "Registry",
 
 def default_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> "Registry":
     from chainlang.registry.build import build_registry
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
         return build_registry(tools, start_dir)
@@ -214,24 +178,27 @@ def default_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -
         raise UsageError(str(exc)) from None
 
 
-def project_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> "Registry":
+def project_registry(tools: Sequence[str] = (), start_dir: Path | None = None,
+                     stored_hooks: StoredHooks | None = None) -> "Registry":
     """The registry plus the named chains and declared events of the chainlang.toml `chains` dirs:
     what `events` and `describe` list, the same events `check` resolves."""
     registry = default_registry(tools, start_dir)
-    context = context_files(start_dir, set())
+    context = context_files(start_dir, set(), stored_hooks)
     if not context:
         return registry
     _, with_project = build_project(context, registry)
     return with_project
 
 
-def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]:
+def context_files(start_dir: Path | None, exclude: set[str],
+                  stored_hooks: StoredHooks | None = None) -> list[LoadedFile]:
     """What every file of the project sees besides itself (LANGUAGE.md §6.1, §7): the
     chain files of the directories listed in chainlang.toml's `chains` (their names
-    resolve), every hooks file of the project and the hooks stored by `task.register`
-    (their hooks are in force, their events declared). Their problems are not reported here: checking them does that."""
+    resolve), every hooks file of the project and, given `stored_hooks`, the hooks stored
+    by `task.register` (their hooks are in force, their events declared). Their problems
+    are not reported here: checking them does that."""
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
         config = find_project_config(start_dir)
@@ -242,9 +209,8 @@ def context_files(start_dir: Path | None, exclude: set[str]) -> list[LoadedFile]
     paths = discover((d for d in dirs if Path(d).is_dir()), nested=[])  # a nested project's chains are its own
     seen = {os.path.realpath(p) for p in paths} | exclude
     paths.extend(p for p in project_hook_paths(root, recursive=config is not None) if os.path.realpath(p) not in seen)
-    from chainlang.tasks.stored import stored_hook_files
-
-    return [load_file(path) for path in paths if os.path.realpath(path) not in exclude] + stored_hook_files(root)
+    stored = list(stored_hooks(root)) if stored_hooks is not None else []
+    return [load_file(path) for path in paths if os.path.realpath(path) not in exclude] + stored
 
 
 MAX_PROJECT_DIRS = 2_000  # directories searched for hooks files before the project is judged too wide
@@ -288,19 +254,22 @@ def check_files(
     tools: Sequence[str] = (),
     registry: "Registry | None" = None,
     start_dir: Path | None = None,
+    stored_hooks: StoredHooks | None = None,
 ) -> CheckResult:
     """Check chain and hooks files (directories are searched). Raises UsageError for bad paths or tools,
     and when the paths hold no chain or hooks file at all (a mistyped path must not pass).
 
     chainlang.toml is looked for from the first path upwards, so checking one file of a
-    project sees the project's tools and named chains."""
+    project sees the project's tools and named chains. The hooks the project keeps in its
+    store are in force too when `stored_hooks` reads them, as `chainlang check` does:
+    `check_files(paths, stored_hooks=chainlang.tasks.stored.stored_hook_files)`."""
     nested: list[str] = []
     names = discover(paths, nested)
     if not names and not nested:
         raise UsageError(_nothing_found(paths))
     # a directory below with a chainlang.toml of its own is another project: checked with its own
     # tools, named chains and hooks, and reported with the rest
-    results = [check_files([root], tools, start_dir=Path(root)) for root in nested]
+    results = [check_files([root], tools, start_dir=Path(root), stored_hooks=stored_hooks) for root in nested]
     if not names:
         return _merged(results)
     if start_dir is None and paths:
@@ -308,7 +277,7 @@ def check_files(
         start_dir = first if first.is_dir() else first.parent
     registry = registry if registry is not None else default_registry(tools, start_dir)
     files = [load_file(name) for name in names]
-    context = context_files(start_dir, {os.path.realpath(f) for f in names})
+    context = context_files(start_dir, {os.path.realpath(f) for f in names}, stored_hooks)
     files.extend(python_hook_files(registry))  # checked, and reported, with the files given
     diagnostics = check_loaded(files, registry, context)
     own = CheckResult(diagnostics, {f.path: f.source for f in files}, [f.path for f in files], [f.chain for f in files])

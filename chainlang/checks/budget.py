@@ -117,7 +117,8 @@ class Budget:
         return chain
 
     def _load(self, path: str) -> Chain | None:
-        from chainlang.pipeline import UsageError, load_file
+        from chainlang.errors import UsageError
+        from chainlang.model.files import load_file
 
         try:
             chain = load_file(path).chain

@@ -1,7 +1,7 @@
 """CL038: in a project whose chainlang.toml runs chains on Temporal (`[engine] kind =
 "temporal"`), a chain that engine cannot run as it is written: its `limits.max_steps`
 allows a run longer than one workflow's history holds (Temporal ends a workflow past
-51,200 events; chainlang.engine.temporal.support), or it references a secret
+51,200 events; `MAX_STEPS_IN_ONE_HISTORY`), or it references a secret
 (`{secrets.NAME}`): the params of a tool are an activity's input, which Temporal keeps in
 the workflow's history, so the value would be stored there in clear. Told by the checker,
 before a run fails on it. A chain file outside any project is not reported."""
@@ -20,19 +20,26 @@ if TYPE_CHECKING:
 
 RULES = (rules.NOT_ON_ENGINE,)
 
+# Temporal ends a workflow whose history passes 51,200 events, and a step takes from about 3
+# (an activity scheduled, started, completed) to 6 (with the workflow task that follows it).
+# A named chain's steps are in the history of their own child workflow. Kept here, below
+# the engine, so the checker does not import the engine it checks for.
+MAX_STEPS_IN_ONE_HISTORY = 8_000  # 51,200 events at about 6 a step, with room for timers and markers
+
 
 @lru_cache(maxsize=64)
 def _temporal_project(directory: str) -> "ProjectConfig | None":
     """The config of the project of `directory` when it runs on Temporal (None: it does not,
     there is no project, or its chainlang.toml cannot be read, which another stage reports)."""
+    from chainlang.config.engine import engine_kind
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
         config = find_project_config(Path(directory))
     except (RegistryError, OSError):
         return None
-    if config is None or config.engine is None or config.engine.kind != "temporal":
+    if engine_kind(config) != "temporal":
         return None
     return config
 
@@ -43,8 +50,6 @@ def check(ctx: CheckContext) -> None:
     config = _temporal_project(directory)
     if config is None:
         return
-    from chainlang.engine.temporal.support import MAX_STEPS_IN_ONE_HISTORY
-
     limits = ctx.chain.limits
     where = limits.node.get("max_steps") if limits.node is not None else None
     if ctx.chain.kind == "chain" and where is not None and limits.max_steps > MAX_STEPS_IN_ONE_HISTORY:

@@ -1,7 +1,9 @@
 """CL042 / CL043: `after` names a hook that does not exist, or `after` lists form a cycle.
 
-Hook order is compiled once: priority, then `after` by topological sort. The hooks
-that can run together are this file's hooks plus every hooks file of the project.
+Hook order is compiled once (chainlang.compile.firing_order): a topological sort of the
+`after` lists that picks the highest priority among the hooks free to go; a cycle leaves
+no hook of it free, so it is an error here. The hooks that can run together are this
+file's hooks plus every hooks file of the project.
 """
 
 from __future__ import annotations

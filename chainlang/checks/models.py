@@ -21,7 +21,7 @@ def _has_model(directory: str) -> bool | None:
     """Whether the project of `directory` configures a model tier (None: no project, or its
     chainlang.toml cannot be read, which another stage reports)."""
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
         config = find_project_config(Path(directory))

@@ -30,21 +30,21 @@ def _tools_option(fn: F) -> F:
 
 
 def _usage_exit(message: str) -> NoReturn:
-    from chainlang.runtime.secrets import escape_surrogates
+    from chainlang.redaction import escape_surrogates
 
     click.echo(f"chainlang: error: {escape_surrogates(message)}", err=True)
     sys.exit(2)
 
 
 def _usage(message: str) -> Exception:
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
 
     return UsageError(message)
 
 
 def _guarded(fn: Callable[[], int]) -> None:
     """Run a command body: usage errors exit 2 with one line; so does anything unexpected."""
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
 
     try:
         code = fn()
@@ -127,11 +127,12 @@ def check(paths: tuple[str, ...], fmt: str, tools: tuple[str, ...], color: bool 
     """
 
     def body() -> int:
-        from chainlang import __version__
+        from chainlang.version import __version__
         from chainlang.pipeline import check_files
         from chainlang.output import render
+        from chainlang.tasks.stored import stored_hook_files
 
-        result = check_files(paths, tools=tools)
+        result = check_files(paths, tools=tools, stored_hooks=stored_hook_files)
         use_color = _use_color(sys.stdout) if color is None else color
         text = render(result.diagnostics, fmt, result.sources, color=use_color and fmt == "text",
                       tool_version=__version__, files_checked=len(result.files))
@@ -159,8 +160,9 @@ def graph(file: str, fmt: str, tools: tuple[str, ...]) -> None:
         from chainlang.compile import compile_chain
         from chainlang.compile.render import RENDERERS
         from chainlang.output import render
+        from chainlang.tasks.stored import stored_hook_files
 
-        result = check_files([file], tools=tools)
+        result = check_files([file], tools=tools, stored_hooks=stored_hook_files)
         if not result.ok:
             text = render(result.diagnostics, "text", result.sources, color=_use_color(sys.stderr),
                           files_checked=len(result.files))
@@ -373,7 +375,7 @@ def serve(host: str, port: int, grace: str | None, workers: int, role: str | Non
     def body() -> int:
         from pathlib import Path
 
-        from chainlang.model.durations import parse_duration
+        from chainlang.durations import parse_duration
         from chainlang.serve.process import ServeOptions, serve_async
         from chainlang.runtime.calls import run_loop
 
@@ -479,9 +481,10 @@ def events(as_json: bool, tools: tuple[str, ...]) -> None:
 
     def body() -> int:
         from chainlang.pipeline import project_registry
-        from chainlang.cli.describe import events_json, events_text
+        from chainlang.tasks.stored import stored_hook_files
+        from chainlang.registry.describe import events_json, events_text
 
-        registry = project_registry(tools)
+        registry = project_registry(tools, stored_hooks=stored_hook_files)
         click.echo(events_json(registry) if as_json else events_text(registry))
         return 0
 
@@ -496,10 +499,12 @@ def describe(name: str, as_json: bool, tools: tuple[str, ...]) -> None:
     """Describe one event: description, params and result schemas, effects."""
 
     def body() -> int:
-        from chainlang.pipeline import UsageError, project_registry
-        from chainlang.cli.describe import describe_json, describe_text
+        from chainlang.errors import UsageError
+        from chainlang.pipeline import project_registry
+        from chainlang.tasks.stored import stored_hook_files
+        from chainlang.registry.describe import describe_json, describe_text
 
-        registry = project_registry(tools)
+        registry = project_registry(tools, stored_hooks=stored_hook_files)
         spec = registry.get(name)
         if spec is None:
             guess = registry.suggest(name)

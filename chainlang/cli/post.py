@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 TIMEOUT = 600.0  # seconds to wait for the hooks' actions (with wait); the connection itself: 10 s
 
 
 def _token() -> str | None:
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
         config = find_project_config(Path.cwd())

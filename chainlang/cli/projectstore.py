@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 __all__ = ["open_project_store", "project_root"]
 
@@ -15,7 +15,7 @@ def project_root(project: str | None = None) -> Path:
     """The project's directory: chainlang.toml's, found from `project` (default: the working
     directory) upwards; without one, the starting directory itself."""
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     start = Path.cwd() if project is None else Path(project)
     if project is not None and not start.is_dir():

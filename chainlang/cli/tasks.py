@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from chainlang.cli.projectstore import open_project_store, project_root
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 
 def tasks_command(action: str, task_id: str | None, status: str | None, as_json: bool) -> int:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from chainlang.cli.projectstore import open_project_store, project_root
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 SUMMARY_WIDTH = 60  # the summary in a line of the list
 RESULT_WIDTH = 100  # an event's result in a line of show

@@ -83,7 +83,7 @@ class DecideConfig(BaseModel):
 
 
 def _duration(value: Any, least: float, most: float, shown: str) -> Any:
-    from chainlang.model.durations import DURATION_HINT, parse_duration
+    from chainlang.durations import DURATION_HINT, parse_duration
 
     if isinstance(value, bool) or not isinstance(value, str):
         raise ValueError(f"must be a duration in quotes, e.g. \"30s\"; {DURATION_HINT}")

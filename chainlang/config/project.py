@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from chainlang.registry.errors import ConfigError
+from chainlang.errors import ConfigError
 
 if TYPE_CHECKING:
     from chainlang.config.model import DecideConfig, McpConfig, ModelsConfig, SecretSource, ServeConfig, StoreConfig

@@ -31,7 +31,7 @@ __all__ = ["MAX_SECRET_BYTES", "DeclaredSecrets", "MissingSecret", "declared_sec
 MAX_SECRET_BYTES = 64 * 1024
 
 #: Values shorter than this are not masked (masking every "a" would destroy the output);
-#: the same bound as runtime.secrets.MIN_SECRET_LENGTH.
+#: the same bound as chainlang.redaction.MIN_SECRET_LENGTH.
 _MIN_LENGTH = 4
 
 
@@ -141,7 +141,7 @@ def declared_secrets(start: Path) -> DeclaredSecrets:
     """The secrets declared by the chainlang.toml nearest `start` (a directory). Loaded again
     when the file changes (the editor's checker sees an edit of chainlang.toml at once)."""
     from chainlang.config.project import find_config, load_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     path = find_config(start)
     if path is None:

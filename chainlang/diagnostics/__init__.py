@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 Severity = Literal["error", "warning"]
 
 MAX_MESSAGE = 400  # a diagnostic quotes user text; never let a hostile file make it huge
+
+
+class Region(Protocol):
+    """Where a diagnostic points (1-based, end exclusive): `chainlang.load.source.Span` is one.
+    A protocol, so that diagnostics sit below the loader that reports them."""
+
+    @property
+    def line(self) -> int: ...
+    @property
+    def column(self) -> int: ...
+    @property
+    def end_line(self) -> int: ...
+    @property
+    def end_column(self) -> int: ...
 
 
 # C0/C1 controls and the bidirectional overrides that can disguise text on a terminal
@@ -100,7 +114,7 @@ class DiagnosticSink:
         self,
         rule: Rule,
         message: str,
-        span: "Span",
+        span: Region,
         hint: str | None = None,
         severity: Severity | None = None,
     ) -> None:
@@ -118,6 +132,3 @@ class DiagnosticSink:
                 hint=_bounded(hint),
             )
         )
-
-
-from chainlang.load.source import Span  # noqa: E402  (only for the annotation above)

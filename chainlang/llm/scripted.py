@@ -63,7 +63,7 @@ class ScriptedProvider:
     @classmethod
     def load(cls, path: Path, shown: str | None = None) -> "ScriptedProvider":
         """The rules of the file at `path`. Raises ConfigError naming the file and the rule."""
-        from chainlang.registry.errors import ConfigError
+        from chainlang.errors import ConfigError
 
         shown = shown or str(path)
         where = f"the scripted model's rules ({shown})"
@@ -106,7 +106,7 @@ def _last_user(request: "ModelRequest") -> str:
 
 
 def _rule(raw: Any, where: str) -> Rule:
-    from chainlang.registry.errors import ConfigError
+    from chainlang.errors import ConfigError
 
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a rule is a mapping with task, when and answer")
@@ -134,7 +134,7 @@ def _safe_yaml(data: bytes, where: str) -> Any:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
-    from chainlang.registry.errors import ConfigError
+    from chainlang.errors import ConfigError
 
     try:
         return YAML(typ="safe", pure=True).load(data.decode("utf-8"))

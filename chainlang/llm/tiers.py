@@ -131,7 +131,7 @@ class ModelTiers:
     def from_config(cls, config: "ProjectConfig | None") -> "ModelTiers":
         """The tiers of `config` (none without one). Raises ConfigError for a light tier named twice
         or a scripted tier whose rules cannot be read."""
-        from chainlang.registry.errors import ConfigError
+        from chainlang.errors import ConfigError
 
         if config is None:
             return cls({})
@@ -170,8 +170,8 @@ def _from_decide(decide: "DecideConfig") -> "ModelTierConfig | None":
 
 
 def _tier(name: str, table: "ModelTierConfig", root: Path, pool: HttpPool, label: str) -> Tier:
-    from chainlang.model.durations import parse_duration
-    from chainlang.registry.errors import ConfigError
+    from chainlang.durations import parse_duration
+    from chainlang.errors import ConfigError
 
     timeout = parse_duration(table.timeout) or 60.0
     if table.provider == "scripted":

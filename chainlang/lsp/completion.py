@@ -121,7 +121,7 @@ def _keys(allowed: dict[str, str], present: set[str], edit_range: types.Range) -
 
 
 def _params(spec: "EventSpec", present: set[str], edit_range: types.Range) -> list[types.CompletionItem]:
-    from chainlang.cli.describe import _kind
+    from chainlang.registry.describe import schema_kind
 
     schema: dict[str, Any] = spec.params_schema or {}
     props = schema.get("properties") or {}
@@ -135,7 +135,7 @@ def _params(spec: "EventSpec", present: set[str], edit_range: types.Range) -> li
         items.append(types.CompletionItem(
             label=name,
             kind=types.CompletionItemKind.Field,
-            detail=f"{spec.name} param: {_kind(sub)}, {mark}",
+            detail=f"{spec.name} param: {schema_kind(sub)}, {mark}",
             documentation=types.MarkupContent(types.MarkupKind.Markdown, desc) if desc else None,
             text_edit=types.TextEdit(edit_range, f"{name}: "),
             sort_text=f"{0 if name in required else 1}{name}",

@@ -10,7 +10,7 @@ from pygls.workspace.position_codec import PositionCodec
 
 from chainlang.diagnostics import Diagnostic
 from chainlang.diagnostics.rules import RULES_BY_ID
-from chainlang.runtime.secrets import Redactor
+from chainlang.redaction import Redactor
 
 SOURCE = "chainlang"
 

@@ -24,7 +24,7 @@ def word_at(line: str, col: int) -> tuple[str, int, int] | None:
 def hover_markdown(word: str, registry: "Registry") -> str | None:
     spec = registry.get(word)
     if spec is not None:
-        from chainlang.cli.describe import describe_text
+        from chainlang.registry.describe import describe_text
 
         text = describe_text(spec)
         body = text[text.index("kind:"):] if "kind:" in text else text

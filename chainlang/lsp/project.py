@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chainlang.diagnostics import Diagnostic
-from chainlang.runtime.secrets import Redactor
+from chainlang.redaction import Redactor
 
 if TYPE_CHECKING:
     from chainlang.config.project import ProjectConfig
@@ -112,8 +112,9 @@ def _note_tools() -> None:
 def _make_view(directory: Path, trusted: bool) -> ProjectView:
     from chainlang.config.project import find_project_config
     from chainlang.config.secrets import known_secret_values
-    from chainlang.pipeline import UsageError, build_project, context_files, default_registry, python_hook_files
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError, UsageError
+    from chainlang.pipeline import build_project, context_files, default_registry, python_hook_files
+    from chainlang.tasks.stored import stored_hook_files
 
     try:
         config = find_project_config(directory)
@@ -132,7 +133,7 @@ def _make_view(directory: Path, trusted: bool) -> ProjectView:
 
         registry = Registry(stdlib_specs())
         held_back, held_namespaces = _held_back(config)
-    context = context_files(directory, set()) + python_hook_files(registry)
+    context = context_files(directory, set(), stored_hook_files) + python_hook_files(registry)
     _, with_chains = build_project(context, registry)
     return ProjectView(registry, context, with_chains, time.monotonic(), held_back, held_namespaces, secrets)
 

@@ -34,7 +34,7 @@ DEBOUNCE_SECONDS = 0.25  # typing faster than this checks only the last text
 
 class ChainServer(LanguageServer):
     def __init__(self) -> None:
-        from chainlang import __version__
+        from chainlang.version import __version__
 
         super().__init__("chainlang", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         trusted, self.trust_problem = env_trust()
@@ -96,7 +96,7 @@ async def _check_later(server: ChainServer, uri: str, delay: float) -> None:
     except Exception:  # closed meanwhile
         return
     loop = asyncio.get_running_loop()
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
 
     try:
         found, view = await loop.run_in_executor(server.checker, check_document, path, text, server.projects)

@@ -12,7 +12,7 @@ from typing import Any
 
 from chainlang.diagnostics import rules
 from chainlang.diagnostics import DiagnosticSink, Rule
-from chainlang.model.durations import DURATION_HINT, MAX_DURATION, parse_duration
+from chainlang.durations import DURATION_HINT, MAX_DURATION, parse_duration
 from chainlang.expr import ExprSyntaxError, parse_expression, parse_template
 from chainlang.load.loader import AnyNode, MapNode, ScalarNode, SeqNode
 from chainlang.model.nodes import (

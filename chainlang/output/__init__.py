@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from chainlang import __version__
+from chainlang.version import __version__
 
 if TYPE_CHECKING:
     from chainlang.diagnostics import Diagnostic
     from chainlang.load.source import SourceFile
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.redaction import Redactor
 
 __all__ = ["FORMATS", "render"]
 

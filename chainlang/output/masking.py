@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from chainlang.diagnostics import Diagnostic
-from chainlang.runtime.secrets import Redactor
+from chainlang.redaction import Redactor
 
 __all__ = ["masked", "project_secrets", "secret_spans"]
 
@@ -30,7 +30,7 @@ __all__ = ["masked", "project_secrets", "secret_spans"]
 def project_secrets(files: Iterable[str]) -> Redactor:
     from chainlang.config.project import find_config, load_config
     from chainlang.config.secrets import known_secret_values
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     redactor = Redactor()
     seen_dirs: set[str] = set()

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from chainlang.diagnostics import Diagnostic
 from chainlang.load.source import SourceFile
 from chainlang.output.masking import secret_spans
-from chainlang.runtime.secrets import REDACTED, Redactor
+from chainlang.redaction import REDACTED, Redactor
 
 __all__ = ["TAB_WIDTH", "render", "summary"]
 

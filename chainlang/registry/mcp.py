@@ -131,7 +131,7 @@ async def _session(server: McpServerConfig, root: Path) -> AsyncIterator[ClientS
     """An initialized session with `server` (started for a stdio server), closed on exit."""
     from mcp import ClientSession
 
-    from chainlang.model.durations import parse_duration
+    from chainlang.durations import parse_duration
 
     timeout = parse_duration(server.timeout) or 30.0
     if server.url is not None:
@@ -195,7 +195,7 @@ async def _list_tools(server: McpServerConfig, root: Path) -> list[dict[str, Any
     import anyio
     from mcp.types import PaginatedRequestParams
 
-    from chainlang.model.durations import parse_duration
+    from chainlang.durations import parse_duration
 
     tools: list[dict[str, Any]] = []
     with anyio.fail_after(parse_duration(server.timeout) or 30.0):

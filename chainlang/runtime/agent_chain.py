@@ -46,7 +46,7 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
     from chainlang.llm.tiers import ModelRequest
     from chainlang.runtime.models import ModelUnavailable
     from chainlang.runtime.walk import ChainRun
-    from chainlang.stdlib.agent import parse_answer
+    from chainlang.llm.answers import parse_answer
 
     run = caller.run
     if caller.depth + 1 > caller.depth_limit:

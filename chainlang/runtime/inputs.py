@@ -22,7 +22,7 @@ def apply_input_defaults(graph: "ExecutionGraph", inputs: dict[str, Any]) -> dic
 def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, Any]:
     """The chain's inputs: defaults filled, each validated against its schema. UsageError
     names every problem (unknown or missing inputs, invalid values)."""
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
     from chainlang.runtime.decide import validate_params
     from chainlang.journal.values import find_non_json
     from chainlang.diagnostics.suggest import did_you_mean

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlang.llm.tiers import ModelAnswer, ModelRequest, ModelTiers, NoModel, estimate_tokens
 from chainlang.runtime.outcomes import LimitExceeded, perf
+from chainlang.status import MODEL
 
 if TYPE_CHECKING:
     from chainlang.runtime.state import RunState
@@ -116,7 +117,7 @@ class ModelService:
             self.budget.settle(held, prompt)
             self.run.record(ModelCall(step, tier.name, tier.model, request.task, sent, None,
                                       {"prompt_tokens": prompt}, _ms(start),
-                                      {"type": "model", "message": exc.message[:1000]}))
+                                      {"type": MODEL, "message": exc.message[:1000]}))
             raise ModelUnavailable(f"{event}: {exc.message}") from None
         except BaseException:  # cancelled (a step's timeout, a sibling's failure), or a bug: the tokens held go back
             self.budget.settle(held, prompt)
@@ -177,7 +178,7 @@ def _mask(text: str) -> str:
     mask never eats the quote that ends a string, so an answer that was JSON stays JSON (it
     is used as it is recorded), and the value of a key that names a secret is masked whole,
     also in JSON written inside a string (a tool's result quoted in a prompt's data)."""
-    from chainlang.stdlib.lexical import SECRET_KEY, mask_secrets
+    from chainlang.redaction import SECRET_KEY, mask_secrets
 
     out: list[str] = []
     last, key = 0, False

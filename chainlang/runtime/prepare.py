@@ -11,7 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 if TYPE_CHECKING:
     from chainlang.pipeline import LoadedFile
@@ -42,8 +42,9 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
     """Load, check and compile the chain at `path`. Raises UsageError for a path or tools
     that cannot be used; check errors are in `diagnostics` (and `graph` is None)."""
     from chainlang.pipeline import context_files, default_registry, load_file, python_hook_files
+    from chainlang.tasks.stored import stored_hook_files
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     from chainlang.pipeline import file_kind
 
@@ -61,7 +62,7 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
         raise UsageError(str(exc)) from None
     registry = registry if registry is not None else default_registry(tools, start_dir)
     main = load_file(str(path))
-    context = context_files(start_dir, {os.path.realpath(path)})
+    context = context_files(start_dir, {os.path.realpath(path)}, stored_hook_files)
     # the hooks in force are checked with the chain: a hooks file with errors stops the run
     hook_files = [f for f in context if f.chain.kind == "hooks"] + python_hook_files(registry)
     others = [f for f in context if f.chain.kind != "hooks"]

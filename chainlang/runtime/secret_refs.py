@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from chainlang.config.project import ProjectConfig
     from chainlang.expr.ast import Expr
     from chainlang.model.nodes import Chain, Step
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.redaction import Redactor
 
 __all__ = ["CURRENT", "RunSecrets", "needed_by", "reference", "secret_names"]
 
@@ -57,7 +57,7 @@ class RunSecrets:
         """Read every one of `names` now, before the run's first step; raises UsageError
         naming each that cannot be read (and its source)."""
         from chainlang.config.secrets import MissingSecret
-        from chainlang.pipeline import UsageError
+        from chainlang.errors import UsageError
 
         problems = []
         for name in sorted(set(names)):

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 from chainlang.expr.ast import Index, Key, Name
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import walk_path
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 from chainlang.runtime.interceptors import PassThrough, StepInfo
 
 if TYPE_CHECKING:

@@ -222,7 +222,7 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hos
     async def run_report(request: web.Request) -> web.StreamResponse:
         import secrets
 
-        from chainlang.pipeline import UsageError
+        from chainlang.errors import UsageError
         from chainlang.report import report_html, report_of
         from chainlang.serve.pages import RUN_ID
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
@@ -64,7 +64,7 @@ class _Bounds:
 
 
 def _bounds(config: Any) -> _Bounds:
-    from chainlang.model.durations import parse_duration
+    from chainlang.durations import parse_duration
     from chainlang.serve.connections import default_max_connections, descriptor_limit
 
     serve = config.serve if config is not None else None
@@ -137,7 +137,7 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
     from aiohttp import web
 
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import ConfigError, RegistryError
+    from chainlang.errors import ConfigError, RegistryError
     from chainlang.runtime.context import SystemClock
     from chainlang.runtime.decide import close_decider, decider_from_config
     from chainlang.serve.engine import Engine
@@ -158,7 +158,7 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
     serve_config = config.serve if config is not None else None
     grace = options.grace
     if grace is None:
-        from chainlang.model.durations import parse_duration
+        from chainlang.durations import parse_duration
 
         grace = float(parse_duration(serve_config.grace) or 30) if serve_config is not None else 30.0
     try:
@@ -191,7 +191,7 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
 
 
 def _lease(serve_config: Any) -> float:
-    from chainlang.model.durations import parse_duration
+    from chainlang.durations import parse_duration
 
     return float(parse_duration(serve_config.lease) or 30) if serve_config is not None else 30.0
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 __all__ = ["supervise"]
 

@@ -9,16 +9,15 @@ delimited data (chainlang.llm.prompting), never as instructions.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import TYPE_CHECKING, Any
 
+from chainlang.llm.answers import parse_answer
 from chainlang.stdlib.projectstore import open_store, project_of
 
 if TYPE_CHECKING:
     from chainlang.runtime.context import RunContext
 
-__all__ = ["RECENT", "capabilities", "chain", "decide", "parse_answer", "think", "thread_view"]
+__all__ = ["RECENT", "capabilities", "chain", "decide", "think", "thread_view"]
 
 RECENT = 30  # the events of a thread a prompt shows (its last ones)
 MAX_EVENTS_LISTED = 200  # events a prompt lists as capabilities
@@ -64,28 +63,6 @@ def capabilities(ctx: "RunContext", with_params: bool = False) -> list[dict[str,
         if len(out) >= MAX_EVENTS_LISTED:
             break
     return out
-
-
-def parse_answer(text: str, schema: dict[str, Any], who: str) -> Any:
-    """A model's answer as JSON valid against `schema` (one ``` fence around it is allowed);
-    a ValueError saying what is wrong otherwise."""
-    from chainlang.schemas.cache import checker
-
-    body = text.strip()
-    fenced = re.fullmatch(r"```[A-Za-z]*\s*\n?(.*?)\n?```", body, re.DOTALL)
-    if fenced:
-        body = fenced.group(1).strip()
-    try:
-        value = json.loads(body)
-    except ValueError:
-        shown = " ".join(text.split())[:160]
-        raise ValueError(f"{who}'s answer is not JSON: {shown!r}") from None
-    except RecursionError:
-        raise ValueError(f"{who}'s answer is JSON nested too deeply to be read") from None
-    problems = checker(schema)(value)
-    if problems:
-        raise ValueError(f"{who}'s answer does not match the schema it was given: {'; '.join(problems[:3])}")
-    return value
 
 
 def _models(ctx: "RunContext", event: str) -> Any:

@@ -2,7 +2,8 @@
 words, keywords, lexical similarity (BM25) and extractive summaries. Deterministic, in
 pure Python, for the small texts of one user's threads and journal.
 
-Also the guard that keeps secret-looking values out of what is stored (`mask_secrets`).
+The guard that keeps secret-looking values out of what is stored is
+`chainlang.redaction.lexical` (the store and the run use it too).
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
-__all__ = ["SECRET_KEY", "STOPWORDS", "bm25_scores", "mask_value", "entities", "keywords", "mask_secrets", "mentions", "name_phrases", "names",
-           "summarize", "tokens"]
+__all__ = ["STOPWORDS", "bm25_scores", "entities", "keywords", "mentions", "name_phrases", "names", "summarize",
+           "tokens"]
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -170,38 +171,3 @@ def summarize(texts: Iterable[str], sentences: int = 3, limit: int = 600) -> str
     summary = " ".join(parts[i] for i in chosen)
     return summary if len(summary) <= limit else summary[: limit - 1].rstrip() + "…"
 
-
-# What a secret looks like in free text: key-like prefixes, long random tokens, assignments
-# of passwords and tokens. Masked before anything is stored in a journal, thread or digest.
-_SECRETS = [
-    re.compile(r"\b(?:sk|pk|rk|ghp|gho|ghs|xox[abpr]|AKIA|AIza)[-_A-Za-z0-9]{12,}"),
-    re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)\b(\s*[:=]\s*|\s+is\s+)(\S+)"),
-    re.compile(r"\b(?=[A-Za-z0-9+/_-]{32,}\b)(?=[^\s]*\d)(?=[^\s]*[A-Za-z])[A-Za-z0-9+/_-]{32,}={0,2}"),
-]
-
-
-# a key that names a secret: its value is masked whole ("password", "api_key", "access_token"...)
-SECRET_KEY = re.compile(r"(?i)[\w-]*(?:password|passwd|pwd|secret|token|api[_-]?key)")
-
-
-def mask_value(value: Any) -> Any:
-    """A JSON value with every text masked (`mask_secrets`), and the value of every key that
-    names a secret (`SECRET_KEY`) replaced by `***` whole."""
-    if isinstance(value, str):
-        return mask_secrets(value)
-    if isinstance(value, list):
-        return [mask_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: "***" if isinstance(k, str) and SECRET_KEY.fullmatch(k) and v not in (None, "", {}, [])
-                else mask_value(v) for k, v in value.items()}
-    return value
-
-
-def mask_secrets(text: str) -> str:
-    """`text` with every secret-looking value replaced by `***`."""
-    for pattern in _SECRETS:
-        if pattern.groups == 3:
-            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-        else:
-            text = pattern.sub("***", text)
-    return text

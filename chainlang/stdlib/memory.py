@@ -4,7 +4,7 @@ no model (the store's FTS5 full-text indexes with BM25 ranking; `lexical`'s keyw
 names and extractive summaries).
 
 - `memory.append {thread_id, content}` adds an entry to the journal: secret-looking values
-  masked first (`lexical.mask_secrets`), its keywords extracted. `day` is the date on the
+  masked first (`chainlang.redaction.mask_secrets`), its keywords extracted. `day` is the date on the
   run's clock. The step attempt's idempotency key is kept with it: a resumed step finds
   its entry and appends nothing. The thread need not be stored (journal entries name it).
   Returns `{id, thread_id, date, keywords}`.
@@ -30,6 +30,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from chainlang.redaction import mask_secrets
 from chainlang.stdlib.projectstore import memory_tier, open_store, project_of
 
 from . import lexical
@@ -50,7 +51,7 @@ def append(ctx: "RunContext", thread_id: str, content: str) -> dict[str, Any]:
     """Add an entry to the journal of the run's day; returns `{id, thread_id, date, keywords}`."""
     from chainlang.store import StoreError
 
-    masked = lexical.mask_secrets(content)
+    masked = mask_secrets(content)
     words = lexical.keywords(masked)
     moment = ctx.now()
     day = moment.date().isoformat()
@@ -166,7 +167,7 @@ async def _model_names(ctx: "RunContext", tier: str, period: dict[str, Any],
     extractive: the entries' own sentences."""
     from chainlang.llm.prompting import PromptError, messages
     from chainlang.llm.tiers import ModelRequest
-    from chainlang.stdlib.agent import parse_answer
+    from chainlang.llm.answers import parse_answer
 
     shown = [{"date": e.day, "thread_id": e.thread_id, "content": e.content} for e in entries[-200:]]
     try:
@@ -203,7 +204,7 @@ def _topics(entries: list["JournalEntry"], named: list[str]) -> list[str]:
 
 def _organize(store: "Store", kind: str, name: str, entries: list["JournalEntry"], moment: datetime) -> bool:
     """Upsert the item of `name` from the entries that mention it (and those it had before)."""
-    if lexical.mask_secrets(name) != name:
+    if mask_secrets(name) != name:
         return False  # a secret-looking "name" is never stored
     sources = [e for e in entries if lexical.mentions([e.content], name)]
     if not sources:
@@ -213,7 +214,7 @@ def _organize(store: "Store", kind: str, name: str, entries: list["JournalEntry"
     texts = [e.content for e in store.journal(ids=sorted(earlier))] if earlier else []
     texts += [e.content for e in sources]
     sentences = lexical.mentions(texts, name)
-    content = lexical.mask_secrets(lexical.summarize(sentences or texts, sentences=3))
+    content = mask_secrets(lexical.summarize(sentences or texts, sentences=3))
     if not content:
         return False
     words = [w for w in lexical.keywords(" ".join(sentences or texts), limit=8)]

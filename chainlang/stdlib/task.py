@@ -18,12 +18,13 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from chainlang.stdlib.projectstore import open_store, project_of
+from chainlang.tasks.firing import action_hook
 
 if TYPE_CHECKING:
     from chainlang.runtime.context import RunContext
     from chainlang.store import Store, TaskRecord
 
-__all__ = ["action_hook", "cancel", "list_tasks", "register", "schedule"]
+__all__ = ["cancel", "list_tasks", "register", "schedule"]
 
 _STATUSES = ("pending", "active", "completed", "archived", "dead")
 
@@ -75,11 +76,6 @@ def schedule(ctx: "RunContext", type: str, action: list[Any], at: str | None = N
         _warn_if_masked(ctx, task_id, definition,
                         _add(store, "schedule", definition, task_id, origin, next_run=timing.first, status="pending"))
     return {"task_id": task_id, "next_run": timing.first.isoformat()}
-
-
-def action_hook(task_id: str, action: list[Any]) -> dict[str, Any]:
-    """A scheduled task's action as the hook that runs it: a firing of `task.due`."""
-    return {"id": task_id, "trigger": "post:task.due", "action": action}
 
 
 def list_tasks(ctx: "RunContext", filter: dict[str, Any] | None = None, status: str | None = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ shares `STRONG_WORDS` (2) words or at least half the message's words (`STRONG_SH
   new thread is created, its id derived from the step attempt's idempotency key
   (`thread-` and 12 hex digits), so a resumed step finds the thread it created: `new`.
 
-The message is recorded (masked, `lexical.mask_secrets`) as a `user.input` event
+The message is recorded (masked, `chainlang.redaction.mask_secrets`) as a `user.input` event
 (`{text}`) of the thread it continues or creates, once per step (a resumed step does not
 record it twice). A suggestion records nothing: the user decides.
 
@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from chainlang.stdlib.projectstore import memory_tier, open_store, project_of
 
-from chainlang.stdlib.lexical import STOPWORDS, bm25_scores, keywords, mask_secrets, summarize as summarize_texts
+from chainlang.redaction import mask_secrets
+from chainlang.stdlib.lexical import STOPWORDS, bm25_scores, keywords, summarize as summarize_texts
 from chainlang.stdlib.lexical import tokens
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ async def _model_match(ctx: "RunContext", tier: str, message: str, current: "Thr
     only listed ids, `continue` only with a current thread, `new` only without one."""
     from chainlang.llm.prompting import PromptError, messages
     from chainlang.llm.tiers import ModelRequest
-    from chainlang.stdlib.agent import parse_answer
+    from chainlang.llm.answers import parse_answer
 
     others = [c for c in candidates if current is None or c.thread.id != current.id][:MODEL_CANDIDATES]
     listed = [{"thread_id": c.thread.id, "summary": c.thread.summary, "words_in_common": c.common[:8]}

@@ -62,7 +62,7 @@ def _masked(ctx: RunContext, record: dict[str, Any]) -> dict[str, Any]:
     if ctx.project is None:
         return record
     from chainlang.config.secrets import declared_secrets, known_secret_values
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.redaction import Redactor
 
     values = known_secret_values(declared_secrets(ctx.project).config)
     return Redactor(values).redact(record) if values else record

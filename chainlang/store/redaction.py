@@ -11,7 +11,7 @@ Two rules, one per kind of stored value:
   change it (a commit id, a `token:` param written as a template). A task that needs a
   secret when it fires refers to it as `{secrets.NAME}`, which is read then, never stored.
 - `data(value)`: the known secrets, then the lexical rule of the thread events
-  (`stdlib.lexical.mask_value`: secret-looking texts such as `password=...`, and the value
+  (`chainlang.redaction.mask_value`: secret-looking texts such as `password=...`, and the value
   of a key that names a secret). For what was *received* or *said*: emit payloads, thread
   events and summaries, the journal and the knowledge, the event log, a run's error.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from chainlang.runtime.secrets import MIN_SECRET_LENGTH, Redactor
+from chainlang.redaction import MIN_SECRET_LENGTH, Redactor, mask_secrets, mask_value
 
 __all__ = ["StoreRedaction", "project_secrets"]
 
@@ -58,14 +58,10 @@ class StoreRedaction:
 
     def data(self, value: Any) -> Any:
         """`value` (JSON) with the known secrets and the secret-looking values masked."""
-        from chainlang.stdlib.lexical import mask_value
-
         return mask_value(self.known.redact(value))
 
     def text(self, value: str) -> str:
         """A text shown or stored: the known secrets and the secret-looking values masked."""
-        from chainlang.stdlib.lexical import mask_secrets
-
         return mask_secrets(self.known.mask(value))
 
 

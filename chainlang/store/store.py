@@ -89,7 +89,7 @@ def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0
 def _project_secrets(root: Path) -> list[str]:
     """The project's known secrets, for the store's redaction; StoreError when its
     chainlang.toml cannot be read (a store that cannot know them is not written)."""
-    from chainlang.registry.errors import ConfigError
+    from chainlang.errors import ConfigError
 
     try:
         return project_secrets(root)

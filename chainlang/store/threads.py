@@ -13,7 +13,7 @@ and what happened in them (thread_events).
   and step is recorded once: recording it again (a resumed step) returns the first record.
 - What is stored never holds a secret: the summary and every text of an event's result
   go through the store's redaction first (`redaction.py`: the project's known secrets,
-  then `lexical.mask_value`'s secret-looking values).
+  then `chainlang.redaction.mask_value`'s secret-looking values).
 - Every change also appends to the event log (`thread_created`, `thread_event`,
   `thread_summarized`, `thread_archived`), in the same transaction.
 
@@ -80,9 +80,9 @@ class ThreadEvent:
 
 
 def masked(value: Any) -> Any:
-    """`value` (JSON) with its secrets masked: every text (`lexical.mask_secrets`), and the value
-    of a key that names one (password, api_key, access_token...) whole."""
-    from chainlang.stdlib.lexical import mask_value
+    """`value` (JSON) with its secrets masked: every text (`chainlang.redaction.mask_secrets`),
+    and the value of a key that names one (password, api_key, access_token...) whole."""
+    from chainlang.redaction import mask_value
 
     return mask_value(value)
 

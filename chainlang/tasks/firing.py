@@ -15,17 +15,46 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:
     from chainlang.compile.hooks import CompiledHook
     from chainlang.diagnostics import Diagnostic
-    from chainlang.runtime.emit import Project
+    from chainlang.pipeline import LoadedFile
+    from chainlang.registry.registry import Registry
     from chainlang.store import TaskRecord
 
-__all__ = ["DUE_EVENT", "TaskFiring", "task_firing"]
+__all__ = ["DUE_EVENT", "FiringProject", "TaskFiring", "action_hook", "task_firing"]
 
 DUE_EVENT = "task.due"
+
+
+class _Chains(Protocol):
+    @property
+    def registry(self) -> "Registry": ...
+    @property
+    def context(self) -> "list[LoadedFile]": ...
+
+
+class _Hooks(Protocol):
+    def matching(self, phase: str, event: str) -> "Sequence[CompiledHook]": ...
+
+
+class FiringProject(Protocol):
+    """What a firing reads of the project it fires in (the run's `runtime.emit.Project`):
+    described here, so the task system stays below the run that fires its tasks."""
+
+    @property
+    def digest(self) -> str: ...
+    @property
+    def loader(self) -> _Chains: ...
+    @property
+    def hooks(self) -> _Hooks | None: ...
+
+
+def action_hook(task_id: str, action: list[Any]) -> dict[str, Any]:
+    """A scheduled task's action as the hook that runs it: a firing of `task.due`."""
+    return {"id": task_id, "trigger": f"post:{DUE_EVENT}", "action": action}
 
 
 @dataclass(frozen=True)
@@ -43,11 +72,10 @@ class TaskFiring:
         return not any(d.severity == "error" for d in self.diagnostics)
 
 
-def task_firing(project: "Project", task: "TaskRecord") -> TaskFiring:
+def task_firing(project: FiringProject, task: "TaskRecord") -> TaskFiring:
     """Check and compile the action of `task` (a schedule) within `project`."""
     from chainlang.compile.hooks import compile_hooks
     from chainlang.pipeline import check_project
-    from chainlang.stdlib.task import action_hook
     from chainlang.tasks.stored import hook_file
 
     data: dict[str, Any] = task.definition if isinstance(task.definition, dict) else {}

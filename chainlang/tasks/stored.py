@@ -34,7 +34,7 @@ def store_url(root: Path) -> str | None:
 def _config(root: Path) -> Any:
     """The project's chainlang.toml at `root` (None without one); StoreError when unreadable."""
     from chainlang.config.project import CONFIG_NAME, load_config
-    from chainlang.registry.errors import ConfigError
+    from chainlang.errors import ConfigError
     from chainlang.store import StoreError
 
     toml = Path(root) / CONFIG_NAME
@@ -78,7 +78,7 @@ def hook_file(task_id: str, definition: dict[str, Any], captured: dict[str, Any]
 def stored_hook_files(root: Path) -> list["LoadedFile"]:
     """The active stored hooks of the project at `root` (none without a store: it is not
     created for reading)."""
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
     from chainlang.store import StoreError
 
     try:
@@ -107,7 +107,7 @@ def check_hook(root: Path, registry: "Registry", task_id: str, definition: dict[
     from chainlang.pipeline import check_project, context_files
 
     loaded = hook_file(task_id, definition, captured)
-    context = [f for f in context_files(root, set()) if f.path != loaded.path]
+    context = [f for f in context_files(root, set(), stored_hook_files) if f.path != loaded.path]
     diagnostics, _, _ = check_project([loaded], registry, context)
     return diagnostics
 

@@ -285,7 +285,7 @@ _FIXED = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds
 def _interval(text: Any, missing: str) -> timedelta:
     """A fixed-length duration, in the words of `tools.date_calc` ('1 day', '2h30m',
     '1 week 2 days'): months and years have no fixed length; use cron for those."""
-    from chainlang.stdlib.tools import parse_duration_words
+    from chainlang.durations import parse_duration_words
 
     if text is None:
         raise ScheduleError(missing)

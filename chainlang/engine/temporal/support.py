@@ -12,11 +12,12 @@ budget. A run attached to a thread records its steps there by activities too, an
 What one workflow cannot hold is a run of too many steps: Temporal ends a workflow whose
 history passes 51,200 events, and a step takes from about 3 (an activity scheduled,
 started, completed) to 6 (with the workflow task that follows it). A named chain's steps
-are in the history of their own child workflow.
+are in the history of their own child workflow. The bound is defined by the checker that
+enforces it (chainlang.checks.engine, below the engine in the package graph).
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_STEPS_IN_ONE_HISTORY"]
+from chainlang.checks.engine import MAX_STEPS_IN_ONE_HISTORY
 
-MAX_STEPS_IN_ONE_HISTORY = 8_000  # 51,200 events at about 6 a step, with room for timers and markers
+__all__ = ["MAX_STEPS_IN_ONE_HISTORY"]

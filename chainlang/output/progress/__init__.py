@@ -38,7 +38,7 @@ characters escaped (`chainlang.diagnostics.visible`), so a hostile message canno
 cursor, rewrite earlier lines or reorder the text on the terminal.
 
 Secrets never show: the runner hands each view the run's redaction service
-(`use_secrets()`, see chainlang.runtime.secrets), and every text of a line passes through
+(`use_secrets()`, see chainlang.redaction), and every text of a line passes through
 it before it is cut to length. The records a view gets are the interpreter's own, not the
 masked copies the transcript writer writes, so this masking is what keeps secrets off the
 screen (notes included). Without secrets it costs one attribute test per text.

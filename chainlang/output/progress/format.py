@@ -20,7 +20,7 @@ from chainlang.diagnostics import visible
 if TYPE_CHECKING:
     from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, RunFinished, RunStarted,
                                            StepFinished, StepProgress, StepStarted)
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.redaction import Redactor
 
 MAX_TEXT = 200  # characters of one message, reason or error on a line
 _MAX_NAME = 80  # characters of a step path or an event name

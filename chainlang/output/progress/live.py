@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from chainlang.journal.records import Record
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.redaction import Redactor
 
 # the record types this view shows something of
 _SHOWN = frozenset({StepProgress, StepStarted, StepFinished, Decide, RunStarted, RunFinished, HookFired, HookFinished,

@@ -18,7 +18,7 @@ from chainlang.output.progress.format import _ANSI, _ANSI_RESET, _MAX_NOTE, Line
 
 if TYPE_CHECKING:
     from chainlang.journal.records import Record
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.redaction import Redactor
 
 
 # an ok line's members, kept until its batch is written: step, event, duration_ms
@@ -138,7 +138,7 @@ class PlainProgress:
     def _finished(self, rec: StepFinished) -> None:
         if self._shown:
             self._shown.pop(rec.step, None)
-        status = rec.status
+        status: str = rec.status  # shown as it is, or as `finished` when it is not a string
         if status == "ok" and not self._color:
             self._write_line(self._fmt.ok_text(rec))
             return

@@ -8,7 +8,7 @@ from chainlang.output.progress.format import _MAX_NOTE, _Formatter
 
 if TYPE_CHECKING:
     from chainlang.journal.records import Record
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.redaction import Redactor
 
 
 class QuietProgress:

@@ -107,7 +107,7 @@ def decider_from_config(config: ProjectConfig | DecideConfig | None) -> ChainedD
     from chainlang.config.model import DecideConfig
     from chainlang.config.project import ProjectConfig
     from chainlang.llm.tiers import ModelTiers
-    from chainlang.registry.errors import ConfigError
+    from chainlang.errors import ConfigError
     from chainlang.runtime.decide.model_decider import TierDecider
 
     decide = config if isinstance(config, DecideConfig) or config is None else config.decide

@@ -1,4 +1,6 @@
-"""Text and JSON views of the registry for `chainlang events` and `chainlang describe`."""
+"""Text and JSON views of the registry: what `chainlang events` and `chainlang describe`
+print, and the language server shows on hover and completion. With the registry it
+describes, below both the CLI and the language server."""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def _params_lines(schema: dict[str, Any] | None, noun: str = "params") -> list[s
     required = set(schema.get("required") or [])
     lines = []
     for name, sub in props.items():
-        kind = _kind(sub)
+        kind = schema_kind(sub)
         mark = "required" if name in required else "optional"
         desc = sub.get("description", "") if isinstance(sub, dict) else ""
         default = f" (default {json.dumps(sub['default'])})" if isinstance(sub, dict) and "default" in sub else ""
@@ -68,7 +70,7 @@ def _params_lines(schema: dict[str, Any] | None, noun: str = "params") -> list[s
     return lines
 
 
-def _kind(schema: Any) -> str:
+def schema_kind(schema: Any) -> str:
     if not isinstance(schema, dict):
         return "any"
     if "enum" in schema:
@@ -77,7 +79,7 @@ def _kind(schema: Any) -> str:
     if isinstance(kind, list):
         return " | ".join(kind)
     if kind == "array" and isinstance(schema.get("items"), dict):
-        return f"array of {_kind(schema['items'])}"
+        return f"array of {schema_kind(schema['items'])}"
     return kind or ("one of several shapes" if "oneOf" in schema or "anyOf" in schema else "any")
 
 
@@ -96,7 +98,7 @@ def describe_text(spec: "EventSpec") -> str:
     lines += ["", "params:"] + _params_lines(spec.params_schema)
     lines += ["", "result:"]
     lines += _params_lines(spec.result_schema, "fields") if spec.result_schema and spec.result_schema.get("properties") else [
-        f"  {_kind(spec.result_schema)}" if spec.result_schema else "  (not declared)"]
+        f"  {schema_kind(spec.result_schema)}" if spec.result_schema else "  (not declared)"]
     lines += ["", "params schema:", json.dumps(spec.params_schema, indent=2, ensure_ascii=False)]
     if spec.result_schema:
         lines += ["", "result schema:", json.dumps(spec.result_schema, indent=2, ensure_ascii=False)]

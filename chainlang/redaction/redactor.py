@@ -1,10 +1,12 @@
-"""Secrets on every output surface (LANGUAGE.md §9): the one redaction service of a run.
+"""Secrets on every output surface (LANGUAGE.md §9, §16): the one redaction service of a run.
 
-The runner builds one `Redactor` per run, holding the run's secrets (the decide model's
-API key, and any value registered during the run with `add()`), and hands that same
-object to every surface the run writes to: the transcript writer, the progress view, the
-notification function, and the run's result (outputs and error) that the CLI prints.
-Error messages raised out of a run are masked with it too (`scrub()`).
+It sits at the bottom of the package graph (it imports nothing from chainlang), so the
+journal, the output views, the store and the run all use the same one. The runner builds
+one `Redactor` per run, holding the run's secrets (the decide model's API key, and any
+value registered during the run with `add()`), and hands that same object to every surface
+the run writes to: the transcript writer, the progress view, the notification function,
+and the run's result (outputs and error) that the CLI prints. Error messages raised out
+of a run are masked with it too (`scrub()`).
 
 - `mask(text)` replaces every occurrence of every secret in a string by `***`;
 - `redact(value)` does that in a JSON value, keys and numbers included.
