@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from chainlang.journal.integrity import GENESIS, seal
-from chainlang.journal.reader import StepRecord, Transcript, TranscriptError, _parse, read_transcript
+from chainlang.journal.reader import Entry, StepRecord, Transcript, TranscriptError, _parse, read_transcript
 from chainlang.journal.values import describe_path, find_non_json, idempotency_key, is_plain_json
 
 from chainlang.journal.records import RECORD_TYPES, RecordError, decode, fields
@@ -52,14 +52,15 @@ if TYPE_CHECKING:
     from chainlang.journal.lock import RunLock
     from chainlang.journal.records import Record
 
-# the run's redaction service (chainlang.runtime.secrets); the writer is one of its users
-from chainlang.runtime.secrets import MIN_SECRET_LENGTH, REDACTED
-from chainlang.runtime.secrets import Redactor as _Redactor
+# the run's redaction service (chainlang.redaction); the writer is one of its users
+from chainlang.redaction import MIN_SECRET_LENGTH, REDACTED
+from chainlang.redaction import Redactor as _Redactor
 
 __all__ = [
     "MIN_SECRET_LENGTH",
     "RECORD_TYPES",
     "REDACTED",
+    "Entry",
     "StepRecord",
     "Transcript",
     "TranscriptError",
@@ -107,7 +108,7 @@ class TranscriptWriter:
     `write()` is thread-safe. Each line reaches the OS in one `write(2)` before `write()`
     returns; with `durable=True` it is also `fsync`ed.
 
-    `secrets` is a list of strings, or the run's `chainlang.runtime.secrets.Redactor`,
+    `secrets` is a list of strings, or the run's `chainlang.redaction.Redactor`,
     which is then shared: a secret added to it later is masked here too.
     """
 
@@ -169,7 +170,7 @@ class TranscriptWriter:
             return 0, 0
         parsed = _parse(data, self.path, self._key)
         if parsed.records:
-            run_id = parsed.records[0][1]["run_id"]
+            run_id = parsed.records[0][1].envelope.run_id
             if run_id != self.run_id:
                 raise ValueError(
                     f"{self.path} is the transcript of run {run_id!r}, not of run {self.run_id!r}"
@@ -188,7 +189,7 @@ class TranscriptWriter:
             return 0, len(data)
         self.resumed = True
         self._mac = parsed.last_mac
-        return int(parsed.records[-1][1]["seq"]), len(data)
+        return parsed.records[-1][1].envelope.seq, len(data)
 
     # -- public API
 

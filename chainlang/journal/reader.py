@@ -1,6 +1,11 @@
 """Reading a transcript back: every line parsed and checked with the one codec, its seal
 verified along the chain (with the project key), its end checked against the sealed head.
-See chainlang.journal.jsonl for the format."""
+See chainlang.journal.jsonl for the format.
+
+What the reader gives back is typed: each line is decoded once into its record
+(chainlang.journal.records) and its envelope (`Entry`); nothing downstream reads the
+JSON objects again. A consumer that shows a line as it was written asks for it
+(`Entry.as_dict()`)."""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlang.journal.integrity import GENESIS, mac_of, split_sealed
-from chainlang.journal.records import RECORD_TYPES, RecordError, decode
+from chainlang.journal.records import (RECORD_TYPES, Clock, Decide, Envelope, Record, RecordError, RunFinished, RunStarted,
+                                       StepFinished, StepStarted, decode, fields)
 
 if TYPE_CHECKING:
     from chainlang.journal.lock import Head
@@ -23,6 +29,22 @@ if TYPE_CHECKING:
 class TranscriptError(Exception):
     """A transcript that cannot be trusted: corrupt line, missing `run_started`, mixed run ids,
     `seq` not increasing, a step finished that never started. The message names the line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line of a transcript as read: what the journal added to it (`envelope`: run id,
+    `seq`, `ts`) and its typed `record`."""
+
+    envelope: Envelope
+    record: Record
+
+    def as_dict(self) -> dict[str, Any]:
+        """The line as a JSON object (envelope first, then the record's members; the seal
+        and any member the codec does not know left out), for a consumer that shows it."""
+        envelope = self.envelope
+        return {"type": self.record.TYPE, "run_id": envelope.run_id, "seq": envelope.seq, "ts": envelope.ts,
+                **fields(self.record)}
 
 
 @dataclass
@@ -35,8 +57,8 @@ class StepRecord:
     """
 
     step: str
-    started: dict[str, Any]
-    finished: dict[str, Any] | None = None
+    started: StepStarted
+    finished: StepFinished | None = None
     attempts: int = 1
 
     @property
@@ -51,23 +73,23 @@ class Transcript:
     path: Path
     run_id: str
     #: the first `run_started` record (chain path, inputs, options such as the pinned clock)
-    started: dict[str, Any]
+    started: RunStarted
     #: the `run_finished` record, or None when the run has not finished (since its last start)
-    finished: dict[str, Any] | None
+    finished: RunFinished | None
     #: by step path, in order of first start
     steps: dict[str, StepRecord]
     #: `value` of every `clock` record, in order
     clock_readings: list[str]
     #: `decide` records by step path, each list in order
-    decisions: dict[str, list[dict[str, Any]]]
+    decisions: dict[str, list[Decide]]
     #: `seq` of the last (complete) record
     last_seq: int
     #: True when the last line was cut off by a crash (it was ignored)
     torn_tail: bool
-    #: every complete record, in order
-    records: list[dict[str, Any]] = field(repr=False)
+    #: every complete line (envelope and record), in order
+    records: list[Entry] = field(repr=False)
     #: later `run_started` records (resumptions that marked themselves), in order
-    restarts: list[dict[str, Any]] = field(default_factory=list)
+    restarts: list[RunStarted] = field(default_factory=list)
 
     def unfinished(self) -> list[StepRecord]:
         """Steps whose last attempt started but has no `step_finished`, in order of first start."""
@@ -76,8 +98,8 @@ class Transcript:
 
 @dataclass
 class _Parsed:
-    #: (line number, record) of every complete line
-    records: list[tuple[int, dict[str, Any]]]
+    #: (line number, entry) of every complete line
+    records: list[tuple[int, Entry]]
     #: byte offset to cut the file at to drop a torn last line, or None
     cut_at: int | None
     #: the MAC of every complete line, in order (empty when the lines were not verified)
@@ -107,14 +129,14 @@ def _parse(data: bytes, source: Path, key: bytes | None = None) -> _Parsed:
         else:
             # complete, only its newline is missing: it must be a valid record
             lines.append(tail)
-    records: list[tuple[int, dict[str, Any]]] = []
+    records: list[tuple[int, Entry]] = []
     macs: list[bytes] = []
     previous = GENESIS
     for number, raw in enumerate(lines, start=1):
         if key is not None:
             previous = _verify_line(raw, number, source, key, previous)
             macs.append(previous)
-        records.append((number, _load_line(raw, number, source)))
+        records.append((number, load_line(raw, number, source)))
     _check_sequence(records, source)
     return _Parsed(records, cut_at, macs)
 
@@ -134,11 +156,12 @@ def _verify_line(raw: bytes, number: int, source: Path, key: bytes, previous: by
     return mac
 
 
-def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
-    """The record of one line, checked once here for everything a reader of it relies on:
-    the envelope (a known `type`, a string `run_id`, a positive integer `seq`, an ISO 8601
-    `ts` with its offset), each member of its type (chainlang.journal.records), numbers
-    that are finite. A transcript is untrusted: whatever else it holds is only shown."""
+def load_line(raw: bytes, number: int, source: Path) -> Entry:
+    """The entry of one line (line `number` of `source`, named by a TranscriptError),
+    checked once here for everything a reader of it relies on: the envelope (a known
+    `type`, a string `run_id`, a positive integer `seq`, an ISO 8601 `ts` with its offset),
+    each member of its type (chainlang.journal.records), numbers that are finite. The
+    record is decoded here, once; members the codec does not know are dropped."""
     where = f"{source}:{number}"
     try:
         value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
@@ -172,7 +195,7 @@ def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
         raise TranscriptError(f"{where}: {kind} record: ts {_shown(value['ts'])} is not an ISO 8601 time with its "
                               "offset (e.g. 2025-01-02T03:04:05.678Z)")
     try:
-        decode(value)
+        record = decode(value)
     except RecordError as exc:
         raise TranscriptError(f"{where}: {exc}") from None
     error = value.get("error")
@@ -185,7 +208,7 @@ def _load_line(raw: bytes, number: int, source: Path) -> dict[str, Any]:
             raise TranscriptError(f"{where}: {kind} record: {name!r} is a number too large to be read")
     if kind == "run_started" and "\0" in value["file"]:  # a path
         raise TranscriptError(f"{where}: run_started record: 'file' is not a path (it holds a NUL character)")
-    return value
+    return Entry(Envelope(value["run_id"], seq, value["ts"]), record)
 
 
 _MAX_FLOAT = 1.7976931348623157e308
@@ -230,18 +253,18 @@ def _check_head(parsed: _Parsed, head: "Head", source: Path, key: bytes) -> None
     if head.seq == 0:  # sealed before the first line: it must be this run's
         from chainlang.journal.lock import run_anchor
 
-        if parsed.records and head.mac != run_anchor(str(parsed.records[0][1]["run_id"])):
+        if parsed.records and head.mac != run_anchor(parsed.records[0][1].envelope.run_id):
             raise TranscriptError(f"{source}.head: the head file belongs to another run; the transcript cannot "
                                   "be trusted")
         return
-    for (number, rec), mac in zip(parsed.records, parsed.macs):
-        if rec["seq"] == head.seq:
+    for (number, entry), mac in zip(parsed.records, parsed.macs):
+        if entry.envelope.seq == head.seq:
             if mac != head.mac:
                 raise TranscriptError(f"{source}:{number}: the record does not match the head file (seq {head.seq}); "
                                       "the transcript cannot be trusted")
             return
     last = parsed.records[-1]
-    raise TranscriptError(f"{source}:{last[0]}: the transcript ends at seq {last[1]['seq']} but its writer recorded "
+    raise TranscriptError(f"{source}:{last[0]}: the transcript ends at seq {last[1].envelope.seq} but its writer recorded "
                           f"seq {head.seq}: records were removed from its end; it cannot be trusted")
 
 
@@ -251,23 +274,23 @@ def _json_kind(value: object) -> str:
     )
 
 
-def _check_sequence(records: list[tuple[int, dict[str, Any]]], source: Path) -> None:
+def _check_sequence(records: list[tuple[int, Entry]], source: Path) -> None:
     if not records:
         return
     first = records[0][1]
-    run_id = first["run_id"]
+    run_id = first.envelope.run_id
     last_seq: int | None = None
-    for number, rec in records:
+    for number, entry in records:
         where = f"{source}:{number}"
-        if rec["run_id"] != run_id:
+        if entry.envelope.run_id != run_id:
             raise TranscriptError(
-                f"{where}: record of run {rec['run_id']!r} in the transcript of run {run_id!r}"
+                f"{where}: record of run {entry.envelope.run_id!r} in the transcript of run {run_id!r}"
             )
-        if last_seq is not None and rec["seq"] <= last_seq:
-            raise TranscriptError(f"{where}: seq {rec['seq']} does not follow seq {last_seq}")
-        last_seq = rec["seq"]
-    if first["type"] != "run_started":
-        raise TranscriptError(f"{source}:1: the first record is {first['type']}, not run_started")
+        if last_seq is not None and entry.envelope.seq <= last_seq:
+            raise TranscriptError(f"{where}: seq {entry.envelope.seq} does not follow seq {last_seq}")
+        last_seq = entry.envelope.seq
+    if not isinstance(first.record, RunStarted):
+        raise TranscriptError(f"{source}:1: the first record is {first.record.TYPE}, not run_started")
 
 
 def read_transcript(path: str | os.PathLike[str], *, key: bytes | None = None,
@@ -294,56 +317,59 @@ def read_transcript(path: str | os.PathLike[str], *, key: bytes | None = None,
         raise TranscriptError(f"{source}: no run_started record (the transcript is empty)")
     if head is not None:
         _check_head(parsed, head, source, key or b"")
-    records = [rec for _, rec in parsed.records]
-    started = records[0]
-    restarts: list[dict[str, Any]] = []
-    finished: dict[str, Any] | None = None
+    records = [entry for _, entry in parsed.records]
+    started = records[0].record
+    assert isinstance(started, RunStarted)  # _check_sequence refused any other first record
+    restarts: list[RunStarted] = []
+    finished: RunFinished | None = None
     steps: dict[str, StepRecord] = {}
+    finished_at: dict[str, int] = {}  # step path → seq of its last attempt's step_finished
     clock: list[str] = []
-    decisions: dict[str, list[dict[str, Any]]] = {}
-    for number, rec in parsed.records:
-        kind = rec["type"]
-        if kind == "step_started":
-            entry = steps.get(rec["step"])
-            if entry is None:
-                steps[rec["step"]] = StepRecord(rec["step"], rec)
+    decisions: dict[str, list[Decide]] = {}
+    for number, entry in parsed.records:
+        rec = entry.record
+        if isinstance(rec, StepStarted):
+            step = steps.get(rec.step)
+            if step is None:
+                steps[rec.step] = StepRecord(rec.step, rec)
             else:
-                entry.started, entry.finished = rec, None
-                entry.attempts += 1
-        elif kind == "step_finished":
-            entry = steps.get(rec["step"])
-            if entry is None:
+                step.started, step.finished = rec, None
+                step.attempts += 1
+        elif isinstance(rec, StepFinished):
+            step = steps.get(rec.step)
+            if step is None:
                 raise TranscriptError(
-                    f"{source}:{number}: step {rec['step']} finished but never started"
+                    f"{source}:{number}: step {rec.step} finished but never started"
                 )
-            if entry.finished is not None:
+            if step.finished is not None:
                 raise TranscriptError(
-                    f"{source}:{number}: step {rec['step']} finished twice in one attempt "
-                    f"(first at seq {entry.finished['seq']})"
+                    f"{source}:{number}: step {rec.step} finished twice in one attempt "
+                    f"(first at seq {finished_at[rec.step]})"
                 )
-            entry.finished = rec
-        elif kind == "decide":
-            decisions.setdefault(rec["step"], []).append(rec)
-        elif kind == "clock":
-            clock.append(rec["value"])
-        elif kind == "run_finished":
+            step.finished = rec
+            finished_at[rec.step] = entry.envelope.seq
+        elif isinstance(rec, Decide):
+            decisions.setdefault(rec.step, []).append(rec)
+        elif isinstance(rec, Clock):
+            clock.append(rec.value)
+        elif isinstance(rec, RunFinished):
             finished = rec
-        elif kind == "run_started" and rec is not started:
+        elif isinstance(rec, RunStarted) and rec is not started:
             restarts.append(rec)
             finished = None
     return Transcript(
         path=source,
-        run_id=started["run_id"],
+        run_id=records[0].envelope.run_id,
         started=started,
         finished=finished,
         steps=steps,
         clock_readings=clock,
         decisions=decisions,
-        last_seq=records[-1]["seq"],
+        last_seq=records[-1].envelope.seq,
         torn_tail=parsed.cut_at is not None,
         records=records,
         restarts=restarts,
     )
 
 
-__all__ = ["StepRecord", "Transcript", "TranscriptError", "read_transcript", "ts_ms"]
+__all__ = ["Entry", "StepRecord", "Transcript", "TranscriptError", "load_line", "read_transcript", "ts_ms"]

@@ -13,7 +13,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, ModelCall, RunFinished, RunStarted,
+                                       StepFinished, StepProgress, StepStarted)
+
+if TYPE_CHECKING:
+    from chainlang.journal.reader import Entry
 
 __all__ = ["RunReport", "build", "ms_of", "run_state", "trigger_of"]
 
@@ -68,31 +74,31 @@ def _cut(value: Any, limit: int) -> Any:
             "start": text[:limit]}
 
 
-def trigger_of(started: dict[str, Any]) -> str:
+def trigger_of(started: RunStarted) -> str:
     """How the run began: `schedule` (a task's firing), `event` (an emit) or `cli` (a chain run)."""
     from chainlang.tasks.firing import DUE_EVENT  # an emit that is a task's firing
 
-    emit = started.get("emit")
-    if isinstance(emit, dict):
-        return "schedule" if emit.get("event") == DUE_EVENT else "event"
+    if started.emit is not None:
+        return "schedule" if started.emit.get("event") == DUE_EVENT else "event"
     return "cli"
 
 
-def run_state(finished: dict[str, Any] | None, held: bool) -> str:
+def run_state(finished: RunFinished | None, held: bool) -> str:
     """The status shown: the run's final one, else running (its transcript is held by a
     process) or interrupted (nobody runs it: resume it)."""
     if finished is not None:
-        return str(finished.get("status"))
+        return finished.status
     return "running" if held else "interrupted"
 
 
-def build(records: list[dict[str, Any]], *, held: bool = False, notes: list[str] | None = None) -> RunReport:
-    """The report of the run whose (complete, checked) records are `records`; `held`: a live
-    process holds its transcript (a run under way)."""
-    started = records[0]
-    t0 = ms_of(started["ts"])
-    last = max(ms_of(r["ts"]) for r in records)
-    finished = None
+def build(records: list["Entry"], *, held: bool = False, notes: list[str] | None = None) -> RunReport:
+    """The report of the run whose (complete, checked) lines are `records`, as the transcript
+    reader gives them; `held`: a live process holds its transcript (a run under way)."""
+    started = records[0].record
+    assert isinstance(started, RunStarted)  # the reader refuses a transcript that starts otherwise
+    t0 = ms_of(records[0].envelope.ts)
+    last = max(ms_of(r.envelope.ts) for r in records)
+    finished: RunFinished | None = None
     restarts: list[float] = []
     attempts: list[dict[str, Any]] = []
     open_: dict[str, dict[str, Any]] = {}  # step path → its attempt under way
@@ -100,53 +106,51 @@ def build(records: list[dict[str, Any]], *, held: bool = False, notes: list[str]
     pending: dict[str, list[dict[str, Any]]] = {}  # decisions waiting for their attempt
     hooks: list[dict[str, Any]] = []
     before = 0.0  # when the record before this one was written
-    for rec in records:
-        kind = rec["type"]
-        at = ms_of(rec["ts"]) - t0
-        if kind == "run_started" and rec is not started:
+    for entry in records:
+        rec, seq = entry.record, entry.envelope.seq
+        at = ms_of(entry.envelope.ts) - t0
+        if isinstance(rec, RunStarted) and rec is not started:
             restarts.append(at)
             finished = None
             for cut in open_.values():  # the attempts the stop cut off end where the records did
                 cut.update(status="interrupted", end_ms=max(before, cut["start_ms"]))
             open_.clear()
-        elif kind == "step_started":
-            attempt = {"i": len(attempts), "step": rec["step"], "event": rec["event"], "attempt": rec["attempt"],
-                       "max": rec.get("max_attempts"), "start_ms": at, "end_ms": None, "status": None,
-                       "reason": None, "params": rec.get("params"), "result": None, "error": None,
-                       "duration_ms": None, "decide": pending.pop(rec["step"], []), "models": [], "progress": [],
-                       "hook": _hook_of(rec["step"]), "fired": [], "seq0": rec["seq"], "seq1": None}
+        elif isinstance(rec, StepStarted):
+            attempt = {"i": len(attempts), "step": rec.step, "event": rec.event, "attempt": rec.attempt,
+                       "max": rec.max_attempts, "start_ms": at, "end_ms": None, "status": None,
+                       "reason": None, "params": rec.params, "result": None, "error": None,
+                       "duration_ms": None, "decide": pending.pop(rec.step, []), "models": [], "progress": [],
+                       "hook": _hook_of(rec.step), "fired": [], "seq0": seq, "seq1": None}
             attempts.append(attempt)
-            open_[rec["step"]] = latest[rec["step"]] = attempt
-        elif kind == "step_finished":
-            if rec["step"] not in open_:
+            open_[rec.step] = latest[rec.step] = attempt
+        elif isinstance(rec, StepFinished):
+            if rec.step not in open_:
                 continue
-            attempt = open_.pop(rec["step"])
-            duration = float(rec.get("duration_ms") or 0.0)
-            attempt["seq1"] = rec["seq"]
-            attempt.update(status=rec["status"], reason=rec.get("reason"), result=rec.get("result"),
-                           error=rec.get("error"), duration_ms=duration, end_ms=max(at, attempt["start_ms"] + duration)
-                           if rec["status"] != "skipped" else attempt["start_ms"], broke=rec.get("broke"))
-        elif kind == "decide":
-            pending.setdefault(rec["step"], []).append(
-                {k: rec.get(k) for k in ("asked", "action", "reason", "source", "params")})
-        elif kind == "model_call":
-            owner = open_.get(rec["step"]) or latest.get(rec["step"])
-            call = {k: rec.get(k) for k in ("tier", "model", "task", "request", "answer", "usage", "duration_ms",
-                                             "error")}
+            attempt = open_.pop(rec.step)
+            duration = float(rec.duration_ms)
+            attempt["seq1"] = seq
+            attempt.update(status=rec.status, reason=rec.reason, result=rec.result, error=rec.error,
+                           duration_ms=duration, end_ms=max(at, attempt["start_ms"] + duration)
+                           if rec.status != "skipped" else attempt["start_ms"], broke=rec.broke)
+        elif isinstance(rec, Decide):
+            pending.setdefault(rec.step, []).append(
+                {"asked": rec.asked, "action": rec.action, "reason": rec.reason, "source": rec.source,
+                 "params": rec.params})
+        elif isinstance(rec, ModelCall):
+            owner = open_.get(rec.step) or latest.get(rec.step)
             if owner is not None:
-                owner["models"].append(call)
-        elif kind == "step_progress":
-            owner = open_.get(rec["step"])
+                owner["models"].append({"tier": rec.tier, "model": rec.model, "task": rec.task, "request": rec.request,
+                                        "answer": rec.answer, "usage": rec.usage, "duration_ms": rec.duration_ms,
+                                        "error": rec.error})
+        elif isinstance(rec, StepProgress):
+            owner = open_.get(rec.step)
             if owner is not None:
-                owner["progress"].append({"at_ms": at, "message": rec.get("message"), "fraction": rec.get("fraction")})
-        elif kind in ("hook_fired", "hook_finished", "hook_dropped"):
-            hooks.append({"kind": kind.removeprefix("hook_"), "at_ms": at, "hook": rec.get("hook"),
-                          "step": rec.get("step"), "event": rec.get("event"), "when": rec.get("when"),
-                          "status": rec.get("status"), "error": rec.get("error"), "reason": rec.get("reason"),
-                          "message": rec.get("message"), "duration_ms": rec.get("duration_ms")})
-            if kind == "hook_fired" and rec.get("step") in latest:
-                latest[rec["step"]]["fired"].append({"hook": rec.get("hook"), "at_ms": at, "when": rec.get("when")})
-        elif kind == "run_finished":
+                owner["progress"].append({"at_ms": at, "message": rec.message, "fraction": rec.fraction})
+        elif isinstance(rec, (HookFired, HookFinished, HookDropped)):
+            hooks.append(_hook_row(rec, at))
+            if isinstance(rec, HookFired) and rec.step in latest:
+                latest[rec.step]["fired"].append({"hook": rec.hook, "at_ms": at, "when": rec.when})
+        elif isinstance(rec, RunFinished):
             finished = rec
         before = max(before, at)
     status = run_state(finished, held)
@@ -157,9 +161,18 @@ def build(records: list[dict[str, Any]], *, held: bool = False, notes: list[str]
             attempt["end_ms"] = span
     _cut_values(attempts)
     return RunReport(
-        run_id=str(started["run_id"]), title=_title(started), status=status, trigger=trigger_of(started),
+        run_id=records[0].envelope.run_id, title=_title(started), status=status, trigger=trigger_of(started),
         summary=_summary(started, finished, span, attempts), attempts=attempts, lanes=_lanes(attempts),
         hooks=hooks, span_ms=span, restarts=restarts, notes=list(notes or []))
+
+
+def _hook_row(rec: HookFired | HookFinished | HookDropped, at: float) -> dict[str, Any]:
+    """A hook's record as the hooks table shows it (the members a kind of record has not are None)."""
+    return {"kind": rec.TYPE.removeprefix("hook_"), "at_ms": at, "hook": rec.hook, "step": rec.step,
+            "event": getattr(rec, "event", None), "when": getattr(rec, "when", None),
+            "status": getattr(rec, "status", None), "error": getattr(rec, "error", None),
+            "reason": getattr(rec, "reason", None), "message": getattr(rec, "message", None),
+            "duration_ms": getattr(rec, "duration_ms", None)}
 
 
 def _hook_of(step: str) -> str | None:
@@ -170,26 +183,25 @@ def _hook_of(step: str) -> str | None:
     return None
 
 
-def _title(started: dict[str, Any]) -> str:
-    emit = started.get("emit")
-    if isinstance(emit, dict):
-        return f"emit {emit.get('event')}"
-    return str(started.get("chain") or Path(str(started.get("file", "run"))).name)
+def _title(started: RunStarted) -> str:
+    if started.emit is not None:
+        return f"emit {started.emit.get('event')}"
+    return started.chain or Path(started.file).name
 
 
-def _summary(started: dict[str, Any], finished: dict[str, Any] | None, span: float,
+def _summary(started: RunStarted, finished: RunFinished | None, span: float,
              attempts: list[dict[str, Any]]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for attempt in attempts:
         counts[attempt["status"]] = counts.get(attempt["status"], 0) + 1
     limit = VALUE_MAX
     return {
-        "chain": started.get("chain"), "file": started.get("file"), "started_at": started.get("started_at"),
-        "now": started.get("now"), "thread": started.get("thread"), "emit": _cut(started.get("emit"), limit),
-        "inputs": _cut(started.get("inputs"), limit),
-        "outputs": _cut(finished.get("outputs"), limit) if finished else None,
-        "error": _cut(finished.get("error"), limit) if finished else None,
-        "duration_ms": float(finished["duration_ms"]) if finished else span,
+        "chain": started.chain, "file": started.file, "started_at": started.started_at,
+        "now": started.now, "thread": started.thread, "emit": _cut(started.emit, limit),
+        "inputs": _cut(started.inputs, limit),
+        "outputs": _cut(finished.outputs, limit) if finished else None,
+        "error": _cut(finished.error, limit) if finished else None,
+        "duration_ms": float(finished.duration_ms) if finished else span,
         "steps": len({a["step"] for a in attempts}), "attempts": len(attempts), "counts": counts,
     }
 

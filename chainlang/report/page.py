@@ -17,11 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 from chainlang.report.model import RunReport, build
 
 if TYPE_CHECKING:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from chainlang.journal.records import RunStarted
 
 __all__ = ["Page", "UnreadableTranscript", "held", "report_html", "report_of", "templates"]
 
@@ -105,7 +107,7 @@ def _key(path: Path) -> tuple[bytes | None, str | None]:
     record names), or None and why not."""
     from chainlang.config.project import find_project_config
     from chainlang.journal.integrity import IntegrityError, load_key
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     missing = "Not verified: the project's transcript key is not where the run's file is; shown as it is."
     try:
@@ -119,15 +121,15 @@ def _key(path: Path) -> tuple[bytes | None, str | None]:
         return None, missing
 
 
-def _graph(started: dict[str, Any], trusted: Path | None) -> tuple[dict[str, Any] | None, str | None]:
+def _graph(started: "RunStarted", trusted: Path | None) -> tuple[dict[str, Any] | None, str | None]:
     """The compiled graph of the run's chain (as `chainlang graph --format json` gives it), or
     why it is not shown."""
     from chainlang.compile.render import to_json
     from chainlang.runtime.prepare import prepare
 
-    if started.get("emit"):
+    if started.emit:
         return None, "An emit runs the hooks of its event, not a chain: their actions are in the timeline."
-    file = Path(str(started.get("file", "")))
+    file = Path(started.file)
     try:
         inside = trusted is not None and file.resolve().is_relative_to(trusted.resolve())
         there = inside and file.is_file()
@@ -142,7 +144,7 @@ def _graph(started: dict[str, Any], trusted: Path | None) -> tuple[dict[str, Any
         prepared = prepare(file)
     except UsageError as exc:
         return None, f"The chain file {file} cannot be loaded now: {exc}"
-    if prepared.digest != started.get("file_sha256"):
+    if prepared.digest != started.file_sha256:
         return None, f"The chain file {file} has changed since the run (its sha256 differs): its graph now would not be the one that ran."
     if prepared.graph is None:
         return None, f"The chain file {file} has check errors now."
@@ -173,7 +175,7 @@ def report_html(page: Page, *, live: bool = False, home: str | None = None, nonc
     Content-Security-Policy allows no other script and no network)."""
     import secrets
 
-    from chainlang.runtime.secrets import escape_surrogates
+    from chainlang.redaction import escape_surrogates
 
     report = page.report
     statuses = _statuses(report)

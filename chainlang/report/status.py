@@ -35,24 +35,24 @@ def run_info(runs_dir: Path, run_id: str) -> dict[str, Any] | None:
     except OSError as exc:  # removed or made unreadable since it was listed
         return {"run_id": run_id, "status": "unreadable", "error": f"{where}: cannot read: {exc.strerror or exc}"}
     started, finished = transcript.started, transcript.finished
-    emitted = started.get("emit") or {}
+    emitted = started.emit or {}
     body: dict[str, Any] = {"run_id": run_id, "transcript": str(where),
-                            "status": finished["status"] if finished else "running",
-                            "started_at": started["started_at"], "event": emitted.get("event"),
-                            "chain": started["chain"], "records": len(transcript.records)}
+                            "status": finished.status if finished else "running",
+                            "started_at": started.started_at, "event": emitted.get("event"),
+                            "chain": started.chain, "records": len(transcript.records)}
     if emitted.get("task"):
         body["task_id"] = emitted["task"]
     if finished:
-        body["duration_ms"] = finished["duration_ms"]
-        body["error"] = finished["error"]
-        body["fired"] = finished["outputs"].get("fired")
+        body["duration_ms"] = finished.duration_ms
+        body["error"] = finished.error
+        body["fired"] = finished.outputs.get("fired")
     return dict(_utf8(body))
 
 
 def _utf8(value: Any) -> Any:
     """`value` with every lone surrogate of its strings written as its escape (a transcript
     may hold one, escaped as \\uXXXX; the answer is UTF-8)."""
-    from chainlang.runtime.secrets import escape_surrogates
+    from chainlang.redaction import escape_surrogates
 
     if isinstance(value, str):
         return escape_surrogates(value)

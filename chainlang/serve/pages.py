@@ -5,17 +5,21 @@ failures, dead), reloading itself; `GET /runs/ID/report` is a run's report
 
 The runs are read from the transcripts in `.chainlang/runs`: the first record and the last
 complete one of each (never the whole file), the newest first (a run id starts with its
-UTC start time). Transcripts are untrusted: a line that is not JSON is shown as unreadable.
+UTC start time). Transcripts are untrusted: each of the two lines is checked and typed by
+the transcript reader's `load_line` (seals are not verified here); a first line it refuses
+shows the run as unreadable, a last one it refuses (a torn write) gives way to the line
+before it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chainlang.journal.reader import Entry, TranscriptError, load_line
+from chainlang.journal.records import RunFinished, RunStarted
 from chainlang.report.model import ms_of, run_state, trigger_of
 
 if TYPE_CHECKING:
@@ -30,31 +34,32 @@ MAX_RUNS = 1000
 REFRESH = 5  # seconds between two loads of the list
 
 
-def _first(path: Path) -> dict[str, Any] | None:
+def _first(path: Path) -> Entry | None:
     with path.open("rb") as f:
         line = f.readline(HEAD)
-    return _record(line)
+    return _record(line, path)
 
 
-def _last(path: Path) -> dict[str, Any] | None:
+def _last(path: Path) -> Entry | None:
     with path.open("rb") as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
         f.seek(max(0, size - TAIL))
         lines = f.read().split(b"\n")
     for line in reversed(lines[1:] if size > TAIL else lines):  # the first may be cut: not a whole line
-        rec = _record(line)
-        if rec is not None:
-            return rec
+        entry = _record(line, path)
+        if entry is not None:
+            return entry
     return None
 
 
-def _record(line: bytes) -> dict[str, Any] | None:
+def _record(line: bytes, path: Path) -> Entry | None:
+    """The line's typed record, or None when the reader refuses it (the line number is not
+    known here and not shown)."""
     try:
-        rec = json.loads(line)
-    except (ValueError, RecursionError):
+        return load_line(line, 0, path)
+    except TranscriptError:
         return None
-    return rec if isinstance(rec, dict) and isinstance(rec.get("type"), str) else None
 
 
 def _ms(ts: Any) -> float | None:
@@ -92,20 +97,21 @@ def list_runs(runs_dir: Path, limit: int = 100) -> list[dict[str, Any]]:
             first, last = _first(path), _last(path)
         except OSError:
             first = last = None
-        if first is None or first.get("type") != "run_started" or last is None:
+        if first is None or not isinstance(first.record, RunStarted) or last is None:
             out.append(row)
             continue
-        emit = first.get("emit") if isinstance(first.get("emit"), dict) else None
-        finished = last if last.get("type") == "run_finished" else None
-        start, end = _ms(first.get("ts")), _ms(last.get("ts"))
-        error = finished.get("error") if finished else None
+        started = first.record
+        emit = started.emit
+        finished = last.record if isinstance(last.record, RunFinished) else None
+        start, end = _ms(first.envelope.ts), _ms(last.envelope.ts)
+        error = finished.error if finished else None
         row.update(
-            status=run_state(finished, held(path)), trigger=trigger_of(first),
-            what=str(emit.get("event")) if emit else str(first.get("chain") or Path(str(first.get("file"))).name),
-            started_at=str(first.get("started_at") or first.get("ts") or ""),
-            duration_ms=finished.get("duration_ms") if finished else (end - start if start and end else None),
+            status=run_state(finished, held(path)), trigger=trigger_of(started),
+            what=str(emit.get("event")) if emit else (started.chain or Path(started.file).name),
+            started_at=started.started_at or first.envelope.ts,
+            duration_ms=finished.duration_ms if finished else (end - start if start and end else None),
             task=str(emit["task"]) if emit and emit.get("task") else None,
-            error=str(error.get("message"))[:300] if isinstance(error, dict) and error.get("message") else None)
+            error=str(error.get("message"))[:300] if error and error.get("message") else None)
         out.append(row)
     return out
 
