@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from chainlang.compile.firing_order import Orderable, firing_order
 from chainlang.expr.ast import Ref
 from chainlang.model.bindings import ChainBindings
 from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, Retry, Step, Value
@@ -83,7 +84,7 @@ class ExecutionGraph:
     timeout: float | None
     max_parallel: int
     allow: tuple[str, ...] | None
-    hooks: tuple[str, ...]  # hook labels in firing order (priority, then `after`, then file order)
+    hooks: tuple[str, ...]  # the chain's own hook labels in firing order (compile.firing_order)
     # what each reference names, from the checker's analysis: the runtime binds nothing itself
     bindings: ChainBindings = field(default_factory=ChainBindings, repr=False)
     # the hooks in force while it runs, compiled (chainlang.compile.hooks.HookSet): for the chain a
@@ -122,21 +123,10 @@ def compile_chain(chain: Chain) -> ExecutionGraph:
 
 
 def hook_order(chain: Chain) -> list[str]:
-    """Priority (higher first), then `after` dependencies (topological), ties in file order."""
-    from graphlib import TopologicalSorter
-
-    hooks = sorted(chain.hooks, key=lambda h: (-h.priority, h.index))
-    rank = {h.label: i for i, h in enumerate(hooks)}
-    sorter: TopologicalSorter[str] = TopologicalSorter()
-    for hook in hooks:
-        sorter.add(hook.label, *(name for name, _ in hook.after if name in rank))
-    sorter.prepare()
-    order: list[str] = []
-    while sorter.is_active():
-        ready = sorted(sorter.get_ready(), key=rank.__getitem__)
-        order.extend(ready)
-        sorter.done(*ready)
-    return order
+    """The labels of the chain's hooks in firing order (`firing_order`, as at run time)."""
+    hooks = chain.hooks
+    order = firing_order([Orderable(h.id, h.priority, [name for name, _ in h.after]) for h in hooks])
+    return [hooks[i].label for i in order]
 
 
 def _captures(chain: Chain) -> dict[str, tuple[tuple[str, Any, Ref], ...]]:

@@ -2,9 +2,10 @@
 
 A `CompiledHook` holds the compiled closures of its condition and `set` values, and its
 action as an `ExecutionGraph` (a sub-chain with the hook's own bindings). A `HookSet` is
-the hooks in force for a run or an emit, in firing order: `after` dependencies first,
-then higher priority, then the order of their sources (the chain's own hooks, the hooks
-files by path, Python registrations, stored hooks) and of each file. Dispatch asks
+the hooks in force for a run or an emit, in firing order (`firing_order`: a topological
+sort of the `after` lists that picks by priority; ties in the order of their sources —
+the chain's own hooks, the hooks files by path, stored hooks, Python registrations — and
+of each file). Dispatch asks
 `matching(phase, event)`: one dictionary lookup once the answer for that event is known,
 whatever the number of hooks that cannot match.
 """
@@ -16,6 +17,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Iterable
 
 from chainlang.model.bindings import ChainBindings
+from chainlang.compile.firing_order import Orderable, firing_order
 from chainlang.compile.graph import Compiled, CompiledValue, ExecutionGraph, _condition, _node, _value
 
 if TYPE_CHECKING:
@@ -46,6 +48,10 @@ class CompiledHook:
     bindings: ChainBindings  # what the references of its condition, set and action name
     glob: bool = False  # the pattern has wildcards
     captured: Any = None  # a stored hook: the registering chain's values its action reads (by text)
+    # what its place in the order depends on, kept so that merged sets are ordered the same way
+    id: str | None = None
+    priority: int = 0
+    after: tuple[str, ...] = ()
 
 
 _NONE: tuple[CompiledHook, ...] = ()
@@ -93,52 +99,29 @@ class HookSet:
         return found
 
     def with_hooks(self, more: "HookSet") -> "HookSet":
-        """This set and `more` (a sub-chain's own hooks) as one set, ordered again."""
+        """This set and `more` (a sub-chain's own hooks) as one set, ordered again by the same
+        rule; for ties, this set's hooks come first. (Placing this set's hooks by their rank
+        keeps their order among themselves: none of them waits on a hook of `more`.)"""
         if not more:
             return self
         if not self:
             return more
         mine = {id(h) for h in self.hooks}
-        return HookSet(_reorder(list(self.hooks) + [h for h in more.hooks if id(h) not in mine]))
+        return HookSet(_ranked(list(self.hooks) + [h for h in more.hooks if id(h) not in mine]))
 
 
 def compile_hooks(sources: Iterable[tuple["Hook", "Chain"]]) -> HookSet:
     """Compile checked hooks (each with the file that defines it), given in source order.
     Only hooks written to fire (`kind == "hook"`) with a trigger are compiled."""
     entries = [(hook, chain) for hook, chain in sources if hook.kind == "hook" and hook.trigger is not None]
-    order = _order([hook for hook, _ in entries])
-    compiled = [_compile(hook, chain, rank) for rank, (hook, chain) in
-                sorted(((order[id(h)], (h, c)) for h, c in entries), key=lambda x: x[0])]
-    return HookSet(tuple(compiled))
+    order = firing_order([Orderable(h.id, h.priority, [name for name, _ in h.after]) for h, _ in entries])
+    return HookSet(tuple(_compile(*entries[i], rank) for rank, i in enumerate(order)))
 
 
-def _order(hooks: list["Hook"]) -> dict[int, int]:
-    """Firing order: a hook after every hook its `after` names; among those free to go,
-    higher priority first; ties in source order. (The checker reported cycles and unknown
-    names; an `after` naming nothing in force is ignored here.)"""
-    from graphlib import TopologicalSorter
-
-    position = {id(h): i for i, h in enumerate(hooks)}
-    by_id: dict[str, "Hook"] = {}
-    for hook in hooks:
-        if hook.id and hook.id not in by_id:
-            by_id[hook.id] = hook
-    sorter: TopologicalSorter[int] = TopologicalSorter()
-    for hook in hooks:
-        sorter.add(id(hook), *(id(by_id[name]) for name, _ in hook.after if name in by_id and by_id[name] is not hook))
-    sorter.prepare()
-    lookup = {id(h): h for h in hooks}
-    ranked: list[int] = []
-    while sorter.is_active():
-        ready = sorted(sorter.get_ready(), key=lambda k: (-lookup[k].priority, position[k]))
-        ranked.extend(ready)
-        sorter.done(*ready)
-    return {key: rank for rank, key in enumerate(ranked)}
-
-
-def _reorder(hooks: list[CompiledHook]) -> tuple[CompiledHook, ...]:
-    """Two compiled sets merged: each keeps its order; the sub-chain's own hooks go after."""
-    return tuple(CompiledHook(**{**_fields(h), "rank": i}) for i, h in enumerate(hooks))
+def _ranked(hooks: list[CompiledHook]) -> tuple[CompiledHook, ...]:
+    """Compiled hooks in firing order with their ranks set; the order given breaks ties."""
+    order = firing_order([Orderable(h.id, h.priority, h.after) for h in hooks])
+    return tuple(CompiledHook(**{**_fields(hooks[i]), "rank": rank}) for rank, i in enumerate(order))
 
 
 def _fields(hook: CompiledHook) -> dict[str, Any]:
@@ -167,7 +150,7 @@ def _compile(hook: "Hook", chain: "Chain", rank: int) -> CompiledHook:
         set={name: _value(value) for name, value in hook.set.items()}, cancel=hook.cancel, action=action,
         strip=f"hook:{hook.id or hook.index + 1}.", mode=hook.mode, max=hook.max, max_depth=hook.max_depth,
         on_error=hook.on_error, bindings=hook.bindings, glob=bool(_GLOB.intersection(hook.trigger.pattern)),
-        captured=hook.captured,
+        captured=hook.captured, id=hook.id, priority=hook.priority, after=tuple(name for name, _ in hook.after),
     )
 
 
