@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from chainlang.runtime.calls import Call, Watch, guarded, in_thread
 from chainlang.runtime.context import Clock, RunContext
-from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, error_of
+from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, ToolFailed, error_of
 from chainlang.runtime.state import StepClock
-from chainlang.journal.values import idempotency_key
+from chainlang.runtime.tool_context import build_tool_context
 
 if TYPE_CHECKING:
     from chainlang.compile import ExecutionGraph
@@ -72,28 +72,24 @@ class _AskedClock:
 
 def tool_context(run: "RunState", chain: str | None, name: str, ipath: str, attempt: int,
                  call: Call | None = None, allow: tuple[tuple[str, ...], ...] = ()) -> RunContext:
-    """The `ctx` a tool gets: the run's facts, this attempt's idempotency key, the recording
-    clock, progress reports (recorded as `step_progress`), notifications, the state dir.
+    """The `ctx` a tool of this run gets (chainlang.runtime.tool_context): progress reports
+    recorded as `step_progress`, clock readings as `clock` records, notifications shown.
     For a sync tool (`call`: it runs in a worker thread) what it asks of the run is done
     on the event loop, and not at all once its step is over."""
     from chainlang.journal.records import StepProgress
 
-    def progress(message: str, fraction: float | None = None) -> None:
-        if fraction is not None and not (isinstance(fraction, (int, float)) and 0 <= fraction <= 1):
-            fraction = None
-        run.record(StepProgress(ipath, name, str(message)[:1000], fraction))
+    def record_progress(message: str, fraction: float | None) -> None:
+        run.record(StepProgress(ipath, name, message, fraction))
 
     clock: Clock = StepClock(run, ipath)
-    report: Callable[..., None] = progress
+    report: Callable[[str, float | None], None] = record_progress
     notify = run.notify
     if call is not None:
-        clock, report, notify = _AskedClock(call.ask(clock.now)), call.relay(progress), call.relay(notify)
-    return RunContext(
-        run_id=run.run_id, chain=chain, step=ipath, event=name, attempt=attempt,
-        idempotency_key=idempotency_key(run.run_id, ipath, attempt), clock=clock,
-        state_dir=run.state_dir, progress=report, notify=notify, project=run.project,
-        registry=run.base_registry or run.registry,
-        captured=run.captured.get(ipath, {}),
+        clock, report, notify = _AskedClock(call.ask(clock.now)), call.relay(record_progress), call.relay(notify)
+    return build_tool_context(
+        run_id=run.run_id, chain=chain, event=name, step=ipath, attempt=attempt, clock=clock,
+        state_dir=run.state_dir, report=report, notify=notify, project=run.project,
+        registry=run.base_registry or run.registry, captured=run.captured.get(ipath, {}),
         models=run.models.for_step(ipath, name) if run.models is not None else None,
         decider=run.decider, allow=allow,
     )
@@ -136,7 +132,7 @@ def subchain_call(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any]
     """The chain a named chain or `chain.run` step calls: (what the step names, its graph, its
     checked inputs). Raises LimitExceeded past max_depth, ChainFailed when it cannot be
     loaded or its inputs do not fit."""
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
     from chainlang.runtime.inputs import check_inputs
 
     run, spec = caller.run, rt.spec
@@ -199,6 +195,9 @@ def stops_the_process(exc: BaseException) -> bool:
 
 
 def tool_message(exc: BaseException) -> str:
+    """The message of a step's `tool_error` for what the tool raised."""
+    if isinstance(exc, ToolFailed):  # made where the tool ran: kept exactly
+        return exc.message
     if isinstance(exc, SystemExit):
         return f"SystemExit: the tool called sys.exit({exc.code!r}); a tool must not end the process"
     if isinstance(exc, KeyboardInterrupt) and not str(exc):

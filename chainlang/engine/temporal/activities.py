@@ -13,8 +13,6 @@ own `retry`.
 from __future__ import annotations
 
 import asyncio
-import json
-import functools
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,9 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
+from chainlang.engine.temporal.messages import (LimitHit, ModelUse, ProgressReport, ThreadEvent, ThreadEventAdded,
+                                                ThreadReads, ToolCall, ToolOutcome, from_json, received, to_json)
 from chainlang.engine.temporal.threadrefs import READS_ACTIVITY, read_on_worker
 
 if TYPE_CHECKING:
+    from chainlang.runtime.events import EventRuntime
     from chainlang.llm.tiers import ModelTiers
     from chainlang.runtime.decide.decision import Fallback
     from chainlang.registry.registry import Registry
@@ -84,32 +85,28 @@ class _Clock:
 
 
 @activity.defn(name=TOOL_ACTIVITY)
-async def run_tool(text: str) -> str:
-    """Run one attempt (the call as JSON text); returns {result, error, notes, progress, clock}
-    as JSON text."""
-    return json.dumps(await _attempt(json.loads(text)), ensure_ascii=False)
+async def run_tool(call: ToolCall | str) -> ToolOutcome:
+    """Run one attempt of a step's tool (chainlang.engine.temporal.messages)."""
+    return await _attempt(received(ToolCall, call))
 
 
-async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
-    from chainlang.journal.values import idempotency_key
-    from chainlang.runtime.context import RunContext
+async def _attempt(call: ToolCall) -> ToolOutcome:
     from chainlang.runtime.events import prepare_event
+    from chainlang.runtime.invoke import stops_the_process, tool_message
     from chainlang.runtime.outcomes import EventUnavailable, LimitExceeded
-    from chainlang.runtime.invoke import tool_message
-    from chainlang.runtime.runner import STATE_DIR
+    from chainlang.runtime.host import STATE_DIR
+    from chainlang.runtime.tool_context import build_tool_context
+    from chainlang.status import RESULT
 
     project = current_project()
-    notes: list[str] = []
-    progress: list[list[Any]] = []
-    clock = _Clock(call.get("now"))
-    out: dict[str, Any] = {"result": None, "error": None, "notes": notes, "progress": progress,
-                           "clock": clock.readings, "models": [], "used": [0, 0]}
+    clock = _Clock(call.now)
+    out = ToolOutcome(clock=clock.readings)
     try:
-        rt = prepare_event(project.registry, call["event"])
+        rt = prepare_event(project.registry, call.event)
     except EventUnavailable as exc:
-        out["error"] = f"{exc} (on this worker: is its copy of the project the same?)"
+        out.error = f"{exc} (on this worker: is its copy of the project the same?)"
         return out
-    params = dict(call["params"])
+    params = call.params
     service, recorder = None, None
     if rt.accepts_ctx:
         from chainlang.engine.temporal.models import ActivityRun
@@ -119,75 +116,89 @@ async def _attempt(call: dict[str, Any]) -> dict[str, Any]:
         from chainlang.runtime.models import Budget, ModelService
 
         assert project.tiers is not None
-        left = call.get("budget") or [None, None]
         recorder = ActivityRun()
         # the service asks only .record and .replay of its run
-        service = ModelService(recorder, project.tiers, Budget(left[0], left[1]))  # type: ignore[arg-type]
+        service = ModelService(recorder, project.tiers, Budget(call.budget.calls, call.budget.tokens))  # type: ignore[arg-type]
         light = TierDecider(project.tiers, project.root) if project.tiers.configured else None
-        params["ctx"] = RunContext(
-            run_id=call["run_id"], chain=call.get("chain"), step=call["step"], event=call["event"],
-            attempt=call["attempt"], idempotency_key=idempotency_key(call["run_id"], call["step"], call["attempt"]),
+        params["ctx"] = build_tool_context(
+            run_id=call.run_id, chain=call.chain, event=call.event, step=call.step, attempt=call.attempt,
             clock=clock, state_dir=project.root / STATE_DIR,
-            progress=functools.partial(_report, progress),
-            notify=lambda text: notes.append(str(text)), project=project.root, registry=project.registry,
-            captured=dict(call.get("captured") or {}),
-            models=service.for_step(call["step"], call["event"]) if project.tiers.configured else None,
+            report=lambda message, fraction: out.progress.append(ProgressReport(message, fraction)),
+            notify=lambda text: out.notes.append(str(text)), project=project.root, registry=project.registry,
+            captured=dict(from_json(call.captured_json) or {}),
+            models=service.for_step(call.step, call.event) if project.tiers.configured else None,
             decider=ChainedDecider(EmbeddedDecider(), light, project.fallback),
-            allow=tuple(tuple(group) for group in call.get("allow") or ()),
+            allow=tuple(tuple(group) for group in call.allow),
         )
     beat = asyncio.ensure_future(_heartbeat())
     try:
         assert rt.func is not None
         if rt.is_async:
-            out["result"] = await rt.func(**params)
+            result = await rt.func(**params)
         else:
-            out["result"] = await asyncio.to_thread(rt.func, **params)
+            result = await asyncio.to_thread(rt.func, **params)
+        out.result_json, problem = _result_json(rt, result)
+        if problem is not None:
+            out.error, out.error_type = problem, RESULT
     except asyncio.CancelledError:
         raise  # the step's timeout, or the run stopped: Temporal records the cancellation
     except LimitExceeded as exc:  # the run's model budget: the workflow stops the run
-        out["limit"] = [exc.limit, exc.message]
+        out.limit = LimitHit(exc.limit, exc.message)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if stops_the_process(exc):  # the worker is being stopped (a signal), not the tool's doing
+            raise
+        out.error = tool_message(exc)  # the tool's own (sys.exit in a tool): its failure, as on the embedded engine
     except Exception as exc:
-        out["error"] = tool_message(exc)
+        out.error = tool_message(exc)
     finally:
         beat.cancel()
     if service is not None and recorder is not None:
-        out["models"] = recorder.records
-        out["used"] = [service.budget.calls, service.budget.tokens]
-    if call.get("reads"):  # the run's thread references, as they are now the tool has run
-        out["reads"] = await asyncio.to_thread(read_on_worker, project.root, call["reads"])
+        out.model_calls_json = to_json(recorder.records)
+        out.used = ModelUse(service.budget.calls, service.budget.tokens)
+    if call.reads:  # the run's thread references, as they are now the tool has run
+        out.reads = await asyncio.to_thread(read_on_worker, project.root, call.reads)
     return out
 
 
+def _result_json(rt: "EventRuntime", result: Any) -> tuple[str, str | None]:
+    """The tool's result as JSON text, or what is wrong with it: a result that is not JSON
+    fails the attempt here, with the error the step gives it on the embedded engine."""
+    from chainlang.journal.values import is_plain_json
+    from chainlang.runtime.step import StepPipeline
+
+    if not is_plain_json(result, tuples=False):
+        result, problem = StepPipeline.check_result(rt, result)
+        if problem is not None:
+            return "null", problem
+    return to_json(result), None
+
+
 @activity.defn(name=THREAD_ACTIVITY)
-async def add_thread_event(text: str) -> str:
+async def add_thread_event(event: ThreadEvent | str) -> ThreadEventAdded:
     """One step's result into a thread of the worker's store (Store.add_event: once per run
-    and step path, so a retried activity adds nothing twice); {} or {error}."""
+    and step path, so a retried activity adds nothing twice)."""
     from chainlang.store import StoreError
     from chainlang.tasks.stored import project_store
 
-    event = json.loads(text)
+    event = received(ThreadEvent, event)
     root = current_project().root
     try:
         with project_store(root) as store:
-            store.add_event(event["thread"], event["event"], event["result"], event["run_id"], event["path"],
-                            key=event["key"], at=datetime.fromisoformat(event["at"]))
+            store.add_event(event.thread, event.event, from_json(event.result_json), event.run_id, event.path,
+                            key=event.key, at=datetime.fromisoformat(event.at))
     except StoreError as exc:
-        return json.dumps({"error": str(exc)})
-    if event.get("reads"):  # the run's thread references, with this event in the thread
-        return json.dumps({"reads": await asyncio.to_thread(read_on_worker, root, event["reads"])}, ensure_ascii=False)
-    return "{}"
+        return ThreadEventAdded(error=str(exc))
+    if event.reads:  # the run's thread references, with this event in the thread
+        return ThreadEventAdded(reads=await asyncio.to_thread(read_on_worker, root, event.reads))
+    return ThreadEventAdded()
 
 
 @activity.defn(name=READS_ACTIVITY)
-async def read_threads(text: str) -> str:
+async def read_threads(asked: ThreadReads | str) -> ThreadReads:
     """The values of thread references (chainlang.engine.temporal.threadrefs), read from the
-    worker's store: {key: {value} or {error}} as JSON text."""
-    return json.dumps(await asyncio.to_thread(read_on_worker, current_project().root, json.loads(text)),
-                      ensure_ascii=False)
-
-
-def _report(progress: list[list[Any]], message: str, fraction: float | None = None) -> None:
-    progress.append([str(message)[:1000], fraction])
+    worker's store."""
+    refs = received(ThreadReads, asked).refs
+    return ThreadReads(values=await asyncio.to_thread(read_on_worker, current_project().root, refs))
 
 
 async def _heartbeat() -> None:

@@ -13,13 +13,14 @@ what is left of the run's budget, whose records and spending the workflow takes 
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
+
+from chainlang.engine.temporal.messages import ModelAnswered, ModelAsked, from_json, received, to_json
 
 if TYPE_CHECKING:
     from chainlang.llm.tiers import ModelAnswer, ModelRequest, ModelTiers, Tier
@@ -36,20 +37,20 @@ class ActivityProvider:
         from chainlang.llm.client import ModelConfigError, ModelError
         from chainlang.llm.tiers import ModelAnswer
 
-        asked = {"tier": tier.name, "task": request.task, "messages": request.messages, "schema": request.schema,
-                 "schema_name": request.schema_name}
-        out = json.loads(await workflow.execute_activity(
-            MODEL_ACTIVITY, json.dumps(asked, ensure_ascii=False),
+        asked = ModelAsked(tier.name, request.task, to_json(request.messages),
+                           None if request.schema is None else to_json(request.schema), request.schema_name)
+        out = received(ModelAnswered, await workflow.execute_activity(
+            MODEL_ACTIVITY, asked, result_type=ModelAnswered | str,  # type: ignore[arg-type]
             start_to_close_timeout=timedelta(seconds=tier.timeout + 30),
             # a worker lost in the middle: ask again on another (the model's own failures come back as errors)
             retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1)),
             summary=f"{tier.name} model: {request.task}",
         ))
-        if out.get("config_error"):
-            raise ModelConfigError(out["config_error"])
-        if out.get("error"):
-            raise ModelError(out["error"])
-        return ModelAnswer(out["text"], {k: int(v) for k, v in (out.get("usage") or {}).items()})
+        if out.config_error:
+            raise ModelConfigError(out.config_error)
+        if out.error:
+            raise ModelError(out.error)
+        return ModelAnswer(out.text, {k: int(v) for k, v in out.usage.items()})
 
     async def aclose(self) -> None:
         return None
@@ -66,25 +67,25 @@ def activity_tiers(tiers: "ModelTiers") -> "ModelTiers":
 
 
 @activity.defn(name=MODEL_ACTIVITY)
-async def ask_model(text: str) -> str:
-    """Ask the worker's tier: {tier, task, messages, schema, schema_name} → {text, usage} or
-    {error} / {config_error}."""
+async def ask_model(asked: ModelAsked | str) -> ModelAnswered:
+    """Ask the worker's tier: the answer and its usage, or the model's error, or a
+    configuration error."""
     from chainlang.engine.temporal.activities import current_project
     from chainlang.llm.client import ModelConfigError, ModelError
     from chainlang.llm.tiers import ModelRequest, NoModel
 
-    asked = json.loads(text)
+    asked = received(ModelAsked, asked)
     tiers = current_project().tiers
     assert tiers is not None
     try:
-        tier = tiers.resolve(asked["tier"])
-        answer = await tier.provider.complete(tier, ModelRequest(asked["task"], asked["messages"], asked.get("schema"),
-                                                                 asked.get("schema_name") or "answer"))
+        tier = tiers.resolve(asked.tier)
+        answer = await tier.provider.complete(tier, ModelRequest(asked.task, from_json(asked.messages_json),
+                                                                 from_json(asked.schema_json), asked.schema_name))
     except ModelConfigError as exc:
-        return json.dumps({"config_error": exc.message})
+        return ModelAnswered(config_error=exc.message)
     except (ModelError, NoModel) as exc:
-        return json.dumps({"error": str(exc)})
-    return json.dumps({"text": answer.text, "usage": answer.usage}, ensure_ascii=False)
+        return ModelAnswered(error=str(exc))
+    return ModelAnswered(answer.text, dict(answer.usage))
 
 
 class ActivityRun:

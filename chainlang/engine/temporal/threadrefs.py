@@ -23,6 +23,7 @@ import json
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from chainlang.engine.temporal.messages import ThreadRead, ThreadReads, ThreadRefs, received, to_json
 from chainlang.expr.ast import Index, Key, Name
 
 if TYPE_CHECKING:
@@ -86,21 +87,21 @@ def keys_of(graphs: Iterable[Any]) -> dict[str, list[Any]]:
     return found
 
 
-def read_on_worker(root: "Path", keys: dict[str, list[Any]]) -> dict[str, dict[str, Any]]:
-    """Read each reference from the worker's store: {key: {value} or {error}} (the error is
-    the message the embedded engine gives)."""
+def read_on_worker(root: "Path", refs: ThreadRefs) -> dict[str, ThreadRead]:
+    """Read each reference from the worker's store: its value, or the error the embedded
+    engine gives for it."""
     from chainlang.runtime.context import SystemClock
     from chainlang.runtime.threads import ThreadLink, shown_of
 
     link = ThreadLink(root, "", None, SystemClock())
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ThreadRead] = {}
     try:
-        for key, (thread_id, encoded) in keys.items():
+        for key, (thread_id, encoded) in refs.items():
             path = _decode(encoded)
             try:
-                out[key] = {"value": link.read(thread_id, path[1:], shown_of(path))}
+                out[key] = ThreadRead(value_json=to_json(link.read(thread_id, path[1:], shown_of(path))))
             except ValueError as exc:
-                out[key] = {"error": str(exc)}
+                out[key] = ThreadRead(error=str(exc))
     finally:
         link.close()
     return out
@@ -124,12 +125,12 @@ class Snapshot:
             raise ValueError(str(entry["error"]))
         return entry.get("value")
 
-    def update(self, values: dict[str, dict[str, Any]] | None) -> None:
-        """The values an activity read after its tool ran."""
-        if values:
-            self.values.update(values)
+    def update(self, values: dict[str, ThreadRead] | None) -> None:
+        """The values an activity read (after its tool ran)."""
+        for key, read in (values or {}).items():
+            self.values[key] = {"error": read.error} if read.error is not None else {"value": json.loads(read.value_json)}
 
-    def wanted(self) -> dict[str, list[Any]] | None:
+    def wanted(self) -> ThreadRefs | None:
         """What a tool or thread activity reads again after it ran (None: nothing)."""
         return self.keys or None
 
@@ -143,7 +144,7 @@ class Snapshot:
             return
         self.keys.update(new)
         out = await workflow.execute_activity(
-            READS_ACTIVITY, json.dumps(self.keys, ensure_ascii=False), start_to_close_timeout=timedelta(minutes=1),
+            READS_ACTIVITY, ThreadReads(refs=dict(self.keys)), start_to_close_timeout=timedelta(minutes=1),
             retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
-            summary=f"read {len(self.keys)} thread reference(s)")
-        self.update(json.loads(out))
+            summary=f"read {len(self.keys)} thread reference(s)", result_type=ThreadReads | str)  # type: ignore[arg-type]
+        self.update(received(ThreadReads, out).values)
