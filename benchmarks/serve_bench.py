@@ -478,8 +478,10 @@ async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool
     """`n` emits of bench.ping fired in this process as serve's engine fires them (a loaded
     project, `fire`), `concurrency` at a time; with_store: claimed and finished in the
     store (in a thread) around each, as serve does. Returns (wall s, CPU s)."""
+    from chainlang.runtime.admission import new_run_id, project_key, run_secrets, take_lock
+    from chainlang.runtime.embedded import EMBEDDED
     from chainlang.runtime.emit import fire, load_project
-    from chainlang.runtime.runner import _project_key, _take, new_run_id, run_secrets
+    from chainlang.runtime.engine import FireJob
     from chainlang.tasks.stored import project_store
 
     project = load_project(root)
@@ -487,7 +489,7 @@ async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool
         raise RuntimeError(f"the bench project does not check: {project.diagnostics[:3]}")
     runs.mkdir(parents=True, exist_ok=True)
     store = project_store(root) if with_store else None
-    key = _project_key(root, create=True)
+    key = project_key(root, create=True)
     secrets = run_secrets(project.config)
     todo = iter(range(n))
     statuses: Counter[str] = Counter()
@@ -501,10 +503,10 @@ async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool
         header: dict[str, Any] = {"chain": None, "file": str(root), "file_sha256": project.digest, "inputs": {}, "now": None,
                   "started_at": datetime.now().astimezone().isoformat(), "tools": [], "resumed": False,
                   "emit": {"event": EVENT, "data": {"n": i}, "id": claim_key}}
-        lock = _take(where)
+        lock = take_lock(where)
         try:
-            result = await fire(project, run_id, where, header, None, None, None, lambda _: None, None, key, lock,
-                                secrets)
+            result = await fire(EMBEDDED, FireJob(project, run_id, header), where, key, lock, secrets,
+                                notify=lambda _: None)
         finally:
             lock.release()
         statuses[result.status] += 1
@@ -527,7 +529,7 @@ async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool
 
 async def emit_api(root: Path, n: int) -> tuple[float, float]:
     """`n` calls of the public `emit_async` (it loads the project each time), one at a time."""
-    from chainlang.runtime.emit import emit_async
+    from chainlang.engine.entry import emit_async
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     for i in range(n):

@@ -72,7 +72,7 @@ async def temporal_runs(root: Path, address: str, runs: int) -> tuple[float, flo
     from chainlang.engine.temporal.submit import make_job
     from chainlang.engine.temporal.workflow import CHAIN_WORKFLOW
     from chainlang.runtime.prepare import prepare
-    from chainlang.runtime.runner import new_run_id
+    from chainlang.runtime.admission import new_run_id
 
     prepared = prepare(root / "short.chain.yaml")
     client = await Client.connect(address)

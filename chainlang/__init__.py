@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from chainlang.version import __version__
 
 __all__ = [
     "Diagnostic",
@@ -31,23 +31,23 @@ if TYPE_CHECKING:
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.decorator import event
     from chainlang.registry.hooks import hook
-    from chainlang.runtime.emit import EmitResult, emit, emit_async
-    from chainlang.runtime.resume import resume, resume_async
-    from chainlang.runtime.runner import RunResult, run, run_async
+    from chainlang.engine.entry import emit, emit_async, resume, resume_async, run, run_async
+    from chainlang.runtime.emit import EmitResult
+    from chainlang.runtime.runner import RunResult
 
 _LAZY = {
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
     "event": ("chainlang.registry.decorator", "event"),
     "hook": ("chainlang.registry.hooks", "hook"),
-    "emit": ("chainlang.runtime.emit", "emit"),
-    "emit_async": ("chainlang.runtime.emit", "emit_async"),
+    "emit": ("chainlang.engine.entry", "emit"),
+    "emit_async": ("chainlang.engine.entry", "emit_async"),
     "EmitResult": ("chainlang.runtime.emit", "EmitResult"),
     "check_files": ("chainlang.pipeline", "check_files"),
     "check_text": ("chainlang.pipeline", "check_text"),
-    "run": ("chainlang.runtime.runner", "run"),
-    "run_async": ("chainlang.runtime.runner", "run_async"),
-    "resume": ("chainlang.runtime.resume", "resume"),
-    "resume_async": ("chainlang.runtime.resume", "resume_async"),
+    "run": ("chainlang.engine.entry", "run"),
+    "run_async": ("chainlang.engine.entry", "run_async"),
+    "resume": ("chainlang.engine.entry", "resume"),
+    "resume_async": ("chainlang.engine.entry", "resume_async"),
     "RunResult": ("chainlang.runtime.runner", "RunResult"),
 }
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 
 def report_command(transcript: str, output: str | None) -> int:
@@ -17,14 +17,14 @@ def report_command(transcript: str, output: str | None) -> int:
     naming the line and what is wrong with it. The chain's graph is shown for a chain of the project
     the command runs in (compiling it loads that project's tools)."""
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
     from chainlang.report import report_html, report_of
     from chainlang.report.page import UnreadableTranscript
-    from chainlang.runtime.resume import _not_a_transcript
+    from chainlang.runtime.resume import not_a_transcript
 
     source = Path(transcript)
     if source.is_dir():
-        raise UsageError(_not_a_transcript(transcript, "report"))
+        raise UsageError(not_a_transcript(transcript, "report"))
     try:
         config = find_project_config(Path.cwd())
     except RegistryError as exc:
@@ -32,7 +32,7 @@ def report_command(transcript: str, output: str | None) -> int:
     try:
         page = report_of(source, trusted=config.root if config is not None else Path.cwd())
     except UnreadableTranscript as exc:  # the file's content is wrong, not the command: exit 1
-        from chainlang.runtime.secrets import escape_surrogates
+        from chainlang.redaction import escape_surrogates
 
         click.echo(f"chainlang: error: {escape_surrogates(str(exc))}", err=True)
         return 1

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, cast
 
 from chainlang.runtime.emit import finite_float
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 if TYPE_CHECKING:
     from chainlang.output.progress import Mode
@@ -43,7 +43,8 @@ def _no_constant(name: str) -> Any:
 
 def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript: str | None, now: str | None,
                 tools: Sequence[str], progress: str, color: bool | None, thread: str | None = None) -> int:
-    from chainlang.runtime.runner import parse_now, run_async
+    from chainlang.engine.entry import run_async
+    from chainlang.runtime.admission import parse_now
 
     inputs = parse_inputs(input_pairs)
     pinned = parse_now(now)
@@ -55,7 +56,7 @@ def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript
 
 def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: Sequence[str], skip: Sequence[str],
                    progress: str, color: bool | None) -> int:
-    from chainlang.runtime.resume import resume_async
+    from chainlang.engine.entry import resume_async
 
     view = _progress(progress, color)
     return _drive(lambda announce: resume_async(transcript, tools=list(tools) or None, rerun=rerun, skip=skip,
@@ -131,8 +132,8 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
 
 def emit_command(name: str, data_text: str, key: str | None, as_json: bool, transcript: str | None,
                  now: str | None, tools: Sequence[str], progress: str, color: bool | None) -> int:
-    from chainlang.runtime.emit import emit_async
-    from chainlang.runtime.runner import parse_now
+    from chainlang.engine.entry import emit_async
+    from chainlang.runtime.admission import parse_now
 
     try:
         data = json.loads(data_text, parse_constant=_no_constant, parse_float=finite_float)
@@ -230,9 +231,9 @@ def _leave(code: int) -> int:
 
 def _out(text: Callable[[bool], str]) -> None:
     """Write `text(False)` to stdout, JSON text with lone surrogates escaped (see
-    chainlang.runtime.secrets.escape_surrogates); on a stdout that cannot encode it (a
+    chainlang.redaction.escape_surrogates); on a stdout that cannot encode it (a
     narrow PYTHONIOENCODING), `text(True)`: JSON with every non-ASCII character escaped."""
-    from chainlang.runtime.secrets import escape_surrogates
+    from chainlang.redaction import escape_surrogates
 
     try:
         sys.stdout.write(escape_surrogates(text(False)))
@@ -275,7 +276,7 @@ def _shown(path: Path) -> str:
 
 
 def _err(text: str) -> None:
-    from chainlang.runtime.secrets import escape_surrogates
+    from chainlang.redaction import escape_surrogates
 
     sys.stderr.write(escape_surrogates(text) + "\n")
     sys.stderr.flush()

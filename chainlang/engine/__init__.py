@@ -1,7 +1,34 @@
-"""The engines that run chains (LANGUAGE.md §14).
+"""The engines that run chains (LANGUAGE.md §14), and the one place a project's is chosen.
 
-The embedded engine is chainlang.runtime itself: the walker, its steps and their tools in
-this process. `temporal/` runs the same walker as a Temporal workflow: the workflow keeps
-the run's records, each tool attempt is an activity on a worker of `chainlang worker`, and
-`chainlang run` submits the run and follows it, writing the same transcript.
+The embedded engine is chainlang.runtime itself (chainlang.runtime.embedded): the walker,
+its steps and their tools in this process. `temporal/` runs the same walker as a Temporal
+workflow: the workflow keeps the run's records, each tool attempt is an activity on a
+worker of `chainlang worker`, and the submitter follows it, writing the same transcript.
+Both implement the protocol of chainlang.runtime.engine; `engine_for` picks one from the
+project's configuration, and the entry points of chainlang.engine.entry (used by the
+CLI, serve and the Python API) hand it to the runtime.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chainlang.config.project import ProjectConfig
+    from chainlang.runtime.engine import Engine
+
+__all__ = ["engine_for"]
+
+
+def engine_for(config: "ProjectConfig | None") -> "Engine":
+    """The engine of the project whose configuration is `config` (None: no project)."""
+    from chainlang.config.engine import engine_kind
+
+    if engine_kind(config) == "temporal":
+        from chainlang.engine.temporal.engine import TemporalEngine
+
+        assert config is not None and config.engine is not None
+        return TemporalEngine(config.engine)
+    from chainlang.runtime.embedded import EMBEDDED
+
+    return EMBEDDED

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 if TYPE_CHECKING:
     from chainlang.compile.hooks import CompiledHook, HookSet
@@ -30,10 +30,12 @@ if TYPE_CHECKING:
     from chainlang.output.progress import ProgressView
     from chainlang.registry.registry import Registry
     from chainlang.runtime.replay import Replay
-    from chainlang.runtime.secrets import Redactor
+    from chainlang.runtime.engine import Engine, EngineChooser, FireJob
+    from chainlang.runtime.host import RunEnd
+    from chainlang.redaction import Redactor
+    from chainlang.runtime.session import Session
 
-#: exit codes of `chainlang emit`: every action ended ok (or nothing fired, or a duplicate) → 0
-EXIT_CODES = {"ok": 0, "duplicate": 0, "failed": 1, "invalid": 1, "interrupted": 1, "limit": 3}
+from chainlang.runtime.host import EXIT_CODES, exit_code  # noqa: F401 - every action ended ok (or nothing fired, or a duplicate) → 0
 
 
 @dataclass
@@ -61,7 +63,7 @@ class EmitResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.status, 1)
+        return exit_code(self.status)
 
 
 @dataclass
@@ -83,8 +85,9 @@ def load_project(start: Path, tools: Sequence[str] = (), registry: "Registry | N
     from chainlang.compile.hooks import compile_hooks
     from chainlang.config.project import find_project_config
     from chainlang.pipeline import check_project, context_files, default_registry, python_hook_files
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
     from chainlang.runtime.prepare import SubChains
+    from chainlang.tasks.stored import stored_hook_files
 
     try:
         config = find_project_config(start)
@@ -92,7 +95,7 @@ def load_project(start: Path, tools: Sequence[str] = (), registry: "Registry | N
         raise UsageError(str(exc)) from None
     root = Path(config.root) if config is not None else start
     registry = registry if registry is not None else default_registry(tools, start)
-    context = context_files(start, set())
+    context = context_files(start, set(), stored_hook_files)  # the hooks task.register stored are in force too
     hook_files = [f for f in context if f.chain.kind == "hooks"] + python_hook_files(registry)
     others = [f for f in context if f.chain.kind != "hooks"]
     diagnostics, project, project_registry = check_project(hook_files, registry, others)
@@ -155,11 +158,14 @@ async def emit_async(
     notify: Callable[[str], None] | None = None,
     decider: Any = None,
     on_transcript: Callable[[Path], None] | None = None,
+    engine_for: "EngineChooser | None" = None,
 ) -> EmitResult:
     """Fire external event `name` with `data` in the project at `project` (default: the
     working directory, or the directory of the chainlang.toml above it). Raises UsageError
-    for an unknown event, bad options or an unusable store; a failing action is a status."""
-    from chainlang.runtime.runner import _project_key, _take, new_run_id, parse_now, run_secrets
+    for an unknown event, bad options or an unusable store; a failing action is a status.
+    `engine_for` picks the engine (chainlang.engine.engine_for; None: the embedded one)."""
+    from chainlang.runtime.admission import new_run_id, parse_now, project_key, run_secrets, take_lock
+    from chainlang.runtime.engine import FireJob, embedded_only
 
     start = Path(project) if project is not None else Path.cwd()
     if not start.is_dir():
@@ -170,22 +176,24 @@ async def emit_async(
     problems = check_payload(loaded, name, data)
     if problems:
         return EmitResult(None, name, "invalid", errors=problems, diagnostics=loaded.diagnostics)
+    engine = (engine_for or embedded_only)(loaded.config)
     pinned = parse_now(now) if isinstance(now, str) else now
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else loaded.root / ".chainlang" / "runs" / f"{run_id}.jsonl"
     earlier = None
+    options = {"tools": tools, "registry": registry, "progress": progress, "notify": notify, "decider": decider}
     if id is not None:  # a key seen before: nothing new is written (a resumed emit records its end itself)
         earlier = _lookup(loaded.root, id)
         if earlier is not None:
-            again = await _again(earlier, name, tools, registry, progress, notify, decider, loaded)
+            again = await _again(earlier, name, loaded, engine, options)
             if again is not None:
                 return again
             run_id, where = earlier.run_id, Path(earlier.transcript)  # its process died before it began
             data = earlier.data
     if where.exists() and where.stat().st_size > 0:
         raise UsageError(f"{where}: the transcript exists already; give a new path")
-    key = _project_key(loaded.root, create=True)
-    lock = _take(where)  # before the claim: a claimed emit whose lock is free is one no process runs
+    key = project_key(loaded.root, create=True)
+    lock = take_lock(where)  # before the claim: a claimed emit whose lock is free is one no process runs
     if id is not None and (earlier is None or earlier.run_id != run_id):
         try:
             claim = _claim(loaded.root, id, name, run_id, where, data)
@@ -194,7 +202,7 @@ async def emit_async(
             raise
         if not claim.new:  # another emit claimed it in between
             release_unused(lock, where)
-            return await _again(claim, name, tools, registry, progress, notify, decider, loaded) or EmitResult(
+            return await _again(claim, name, loaded, engine, options) or EmitResult(
                 claim.run_id, name, "duplicate", transcript=Path(claim.transcript),
                 previous={"run_id": claim.run_id, "event": claim.event, "status": claim.status,
                           "transcript": claim.transcript})
@@ -204,16 +212,9 @@ async def emit_async(
               "resumed": False, "emit": {"event": name, "data": data, **({"id": id} if id is not None else {})}}
     if on_transcript is not None:
         on_transcript(where)
-    engine = loaded.config.engine if loaded.config is not None else None
     try:
-        if engine is not None and engine.kind == "temporal":  # the hooks fire on Temporal's workers
-            from chainlang.engine.temporal.submit import follow_emit
-
-            result = await follow_emit(loaded, run_id, where, header, pinned.isoformat() if pinned else None,
-                                       progress, notify, key, lock, run_secrets(loaded.config))
-        else:
-            result = await fire(loaded, run_id, where, header, pinned, None, progress, notify, decider, key, lock,
-                                run_secrets(loaded.config))
+        result = await fire(engine, FireJob(loaded, run_id, header, pinned, decider=decider), where, key, lock,
+                            run_secrets(loaded.config), progress=progress, notify=notify)
         if id is not None:  # before the lock goes: a claim 'started' with a free lock is one whose process died
             _finish(loaded.root, id, result.status)
     finally:
@@ -221,67 +222,54 @@ async def emit_async(
     return result
 
 
-async def fire(project: Project, run_id: str, where: Path, header: dict[str, Any], pinned: datetime | None,
-               replay: "Replay | None", progress: "ProgressView | None", notify: Callable[[str], None] | None,
-               decider: Any, key: bytes, lock: "RunLock", redactor: "Redactor",
-               top: "tuple[CompiledHook, ...] | None" = None) -> EmitResult:
-    """Write the transcript of one emit while its hooks fire; wait for their actions.
-    `top`: the hooks to fire for the event (default: the project's that match it)."""
-    from chainlang.journal.jsonl import TranscriptWriter
-    from chainlang.journal.records import RunFinished as RunFinishedRecord, decode as decode_record
-    from chainlang.runtime.context import FixedClock, SystemClock
-    from chainlang.runtime.decide import close_decider, decider_from_config
-    from chainlang.runtime.runner import _stderr
-    from chainlang.registry.errors import ConfigError
+async def fire(engine: "Engine", job: "FireJob", where: Path, key: bytes, lock: "RunLock", redactor: "Redactor", *,
+               progress: "ProgressView | None" = None, notify: Callable[[str], None] | None = None) -> EmitResult:
+    """Open the transcript of one admitted emit (or task firing) and let `engine` fire its
+    hooks; wait for their actions."""
+    from chainlang.runtime.decide import close_decider
+    from chainlang.runtime.session import Session
 
-    name = str(header["emit"]["event"])
-    made_here = decider is None
-    if decider is None:
-        try:
-            decider = decider_from_config(project.config)
-        except ConfigError as exc:
-            raise UsageError(str(exc)) from None
+    made = job.decider is None
+    if made:
+        job.decider = engine.decider(job.project.config)  # before the transcript: a bad [decide] writes nothing
     try:
-        writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
-    view = progress
-    if view is not None and hasattr(view, "use_secrets"):
-        view.use_secrets(redactor)
-    shown = notify or (view.note if view is not None else _stderr)
+        session = Session(where, job.run_id, redactor, key, lock, progress, notify)
+        try:
+            end = await engine.fire(job, session)
+        finally:
+            session.close()
+    finally:
+        if made and job.decider is not None:
+            await close_decider(job.decider)
+    fired = list(end.outputs.get("fired") or [])
+    return EmitResult(job.run_id, job.event, end.status, redactor.redact(fired), redactor.redact(end.error), where,
+                      end.duration_ms)
 
-    def record(rec: "Record") -> None:
-        writer.append(rec)
-        if view is not None:
-            view.record(rec)
 
-    start = time.perf_counter()
+async def fire_job(job: "FireJob", session: "Session") -> "RunEnd":
+    """The embedded engine's firing: the hooks of one emit, in this process, their secrets
+    read first (a missing one: no hook fires, the emit fails before its first step)."""
+    from chainlang.journal.records import RunFinished, RunStarted, decode
+    from chainlang.runtime.context import FixedClock, SystemClock
+    from chainlang.runtime.host import RunEnd
     from chainlang.runtime.secret_refs import CURRENT as SECRETS
 
-    secrets, missing = _emit_secrets(project, redactor, top)
+    secrets, missing = _emit_secrets(job.project, session.redactor, job.top)
     read = SECRETS.set(secrets)  # what {secrets.NAME} references read
-    fired: list[dict[str, Any]] = []
-    error: dict[str, Any] | None = None
     try:
-        if missing is not None:  # no hook fires: the emit fails before its first step, saying which and where
-            status, error = "failed", {"type": "secret", "message": missing}
-            started = decode_record({"type": "run_started", **header})
-            record(started)
-            record(RunFinishedRecord(status, {"fired": []}, error, 0.0))
-        else:
-            status, fired, error = await fire_hooks(
-                project, run_id, header, record, FixedClock(pinned) if pinned else SystemClock(), decider,
-                lambda text: shown(redactor.mask(text)), replay=replay, commit=writer.commit, top=top,
-                interrupted=f"the emit was interrupted; continue it with: chainlang resume {where}")
+        if missing is not None:
+            end = RunEnd("failed", {"fired": []}, {"type": "secret", "message": missing})
+            started = decode({"type": "run_started", **job.header})
+            assert isinstance(started, RunStarted)
+            session.record(started)
+            session.record(RunFinished("failed", end.outputs, end.error, 0.0))
+            return end
+        return await fire_hooks(
+            job.project, job.run_id, job.header, session.record, FixedClock(job.pinned) if job.pinned else SystemClock(),
+            job.decider, session.tell, replay=job.replay, commit=session.commit, top=job.top,
+            interrupted=f"the emit was interrupted; continue it with: chainlang resume {session.where}")
     finally:
         SECRETS.reset(read)
-        writer.close()
-        if view is not None:
-            view.close()
-        if made_here:
-            await close_decider(decider)
-    return EmitResult(run_id, name, status, redactor.redact(fired), redactor.redact(error), where,
-                      round((time.perf_counter() - start) * 1000, 3))
 
 
 def _emit_secrets(project: Project, redactor: "Redactor",
@@ -306,23 +294,16 @@ async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], reco
                      clock: Any, decider: Any, notify: Callable[[str], None], *, replay: "Replay | None" = None,
                      commit: Callable[[], None] = lambda: None, top: "tuple[CompiledHook, ...] | None" = None,
                      interrupted: str = "the emit was interrupted", executor: Any = None,
-                     recorder: Any = None, references: Any = None) -> tuple[str, list[dict[str, Any]], dict[str, Any] | None]:
+                     recorder: Any = None, references: Any = None, elapsed: Any = None) -> "RunEnd":
     """Fire the hooks of one emit (`header["emit"]`) and wait for their actions, every
-    record to `record`, from `run_started` to `run_finished`: (status, fired, error). The
-    engines differ in `executor` (None: the tools in this process; the Temporal workflow's
-    runs them as activities), `recorder` (the ThreadRecorder class) and `references` (what
-    `{thread.ID.KEY}` reads: the store, or the Temporal workflow's values read ahead)."""
-    import asyncio
-
-    from chainlang.compile import ExecutionGraph
-    from chainlang.journal.records import HookDropped, HookFinished, HookFired, RunFinished, RunStarted, decode
-    from chainlang.model.bindings import ChainBindings
-    from chainlang.runtime.hooks import HookActions, fire_post
-    from chainlang.runtime.models import run_models
-    from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, ms_since, perf
-    from chainlang.runtime.runner import with_hook_actions
-    from chainlang.runtime.state import RunState
-    from chainlang.runtime.threads import CURRENT, ThreadLink, ThreadRecorder
+    record to `record`, from `run_started` to `run_finished`; its outputs are the hooks
+    that fired ({"fired": [...]}). The engines differ in `executor` (None: the tools in this
+    process; the Temporal workflow's runs them as activities), `recorder` (the
+    ThreadRecorder class), `references` (what `{thread.ID.KEY}` reads: the store, or the
+    Temporal workflow's values read ahead) and `elapsed` (the workflow's clock)."""
+    from chainlang.journal.records import HookDropped, HookFinished, HookFired
+    from chainlang.runtime.hooks import fire_post
+    from chainlang.runtime.host import RunEnd, RunHost, RunSpec, begin, drive, limits_graph, open_run
     from chainlang.runtime.walk import ChainRun
 
     emitted = header["emit"]
@@ -341,81 +322,54 @@ async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], reco
                 fired[rec.hook] = {"hook": rec.hook, "status": "dropped", "reason": rec.reason,
                                    "message": rec.message}
 
-    limits = ExecutionGraph(file=str(project.root), name=None, nodes=(), outputs={}, inputs={}, max_steps=1000,
-                            max_depth=8, timeout=None, max_parallel=16, allow=None, hooks=(),
-                            bindings=ChainBindings())
-    # a hook action's thread.match may attach the emit to a thread; {thread.ID.KEY} reads the store
-    link = ThreadLink(project.root, run_id, None, clock, lambda: project.loader.graphs.values())
-    state = RunState(run_id=run_id, registry=project.registry, record=recorded, commit=commit, decider=decider,
-                     interceptors=((recorder or ThreadRecorder)(link),),
-                     clock=clock, state_dir=project.root / ".chainlang" / "state",
-                     facts={"id": run_id, "chain": None, "started_at": header["started_at"], "thread": None},
-                     max_steps=1000, replay=replay, notify=notify, load_chain=project.loader,
-                     hooks=project.hooks, project=project.root, base_registry=project.loader.registry,
-                     executor=executor)
-    state.models = run_models(state, decider, None, None)
-    link.facts = state.facts  # an emit's hook actions: their chains' own budgets
-    actions = state.actions = HookActions(state)
-    start = perf()
-    status, error = "failed", None
-    if references is not None:
-        state.read_ahead = references.ahead
-    linked = CURRENT.set(references if references is not None else link)
-    try:
-        started = decode({"type": "run_started", **header})
-        assert isinstance(started, RunStarted)
-        recorded(started)
-        hooks = top if top is not None else project.hooks.matching("post", name) if project.hooks is not None else ()
-        top_run = ChainRun(state, limits, {})
+    def shape(end: RunEnd) -> RunEnd:
+        """An emit's outputs are the hooks it fired; one that failed fails the emit."""
+        failed = [key for key, item in fired.items() if item["status"] == "failed"]
+        if end.status == "ok" and failed:  # an action, or a condition that could not be evaluated
+            end.status = "failed"
+            end.error = {"type": "hook", "message": f"{len(failed)} hook(s) failed: " + ", ".join(failed)}
+        end.outputs = {"fired": list(fired.values())}
+        return end
 
-        async def body() -> tuple[str, dict[str, Any], dict[str, Any] | None]:
-            fire_post(top_run, hooks, name, None, None, None, payload=data, external=True)
-            return "ok", {}, None
+    # an emit's hook actions: their chains' own budgets; a hook action's thread.match may attach the emit
+    spec = RunSpec(run_id, limits_graph(project.root), {}, header, project.root, project.registry, project.loader,
+                   hooks=project.hooks, replay=replay, budget=(None, None, 0, 0))
+    host = RunHost(record=recorded, clock=clock, decider=decider, notify=notify, commit=commit,
+                   executor=executor, recorder=recorder, record_thread=True, references=references,
+                   elapsed=elapsed, interrupted=interrupted)
+    run = begin(open_run(spec, host))
+    hooks = top if top is not None else project.hooks.matching("post", name) if project.hooks is not None else ()
+    top_run = ChainRun(run.state, spec.graph, {})
 
-        try:
-            status, _, error = await with_hook_actions(actions, body())
-            failed = [key for key, item in fired.items() if item["status"] == "failed"]
-            if status == "ok" and failed:  # an action, or a condition that could not be evaluated
-                status = "failed"
-                error = {"type": "hook", "message": f"{len(failed)} hook(s) failed: " + ", ".join(failed)}
-        except LimitExceeded as exc:
-            status, error = "limit", {"type": "limit", "limit": exc.limit, "message": exc.message}
-        except ResumeBlocked as exc:
-            status, error = "interrupted", {"type": "unsafe_resume", "message": exc.message, "step": exc.path,
-                                            "event": exc.event}
-        except asyncio.CancelledError:
-            await actions.cancel_all()
-            status, error = "interrupted", {"type": "interrupted", "message": interrupted}
-            recorded(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
-            raise
-        recorded(RunFinished(status, {"fired": list(fired.values())}, error, ms_since(start)))
-    finally:
-        CURRENT.reset(linked)
-        link.close()
-    return status, list(fired.values()), error
+    async def body() -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+        fire_post(top_run, hooks, name, None, None, None, payload=data, external=True)
+        return "ok", {}, None
+
+    return await drive(run, body, shape=shape)
 
 
 async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[str, Any], tools: list[str],
                       rerun: frozenset[str], skip: frozenset[str], registry: "Registry | None",
                       progress: "ProgressView | None", notify: Callable[[str], None] | None,
-                      decider: Any) -> EmitResult:
+                      decider: Any, engine: "Engine") -> EmitResult:
     """Continue an interrupted emit from its (verified) transcript: firings that finished or
     were dropped are not run again; one that fired and did not finish runs again, its
     finished steps taken from the transcript."""
+    from chainlang.runtime.admission import parse_now, project_key, run_secrets
+    from chainlang.runtime.engine import FireJob
     from chainlang.runtime.resume import replay_for
-    from chainlang.runtime.runner import _project_key, parse_now, run_secrets
 
     emitted = header.get("emit") or {}
     name = str(emitted.get("event", ""))
-    if recorded.finished is not None and recorded.finished.get("status") != "interrupted":
+    if recorded.finished is not None and recorded.finished.status != "interrupted":
         done = recorded.finished
         if isinstance(emitted.get("id"), str):  # its process may have died before the store heard of its end
             try:
-                _finish(Path(str(header.get("file"))), emitted["id"], str(done.get("status")))
+                _finish(Path(str(header.get("file"))), emitted["id"], done.status)
             except UsageError:
                 pass  # no store (any more), or no such claim: the transcript is the record
-        return EmitResult(recorded.run_id, name, str(done.get("status")), list((done.get("outputs") or {}).get("fired") or []),
-                          done.get("error"), where, float(done.get("duration_ms") or 0))
+        return EmitResult(recorded.run_id, name, done.status, list(done.outputs.get("fired") or []),
+                          done.error, where, float(done.duration_ms))
     loaded = load_project(Path(str(header.get("file"))), tools, registry)
     if loaded.hooks is None:
         return EmitResult(recorded.run_id, name, "invalid", diagnostics=loaded.diagnostics, sources=loaded.sources,
@@ -432,9 +386,9 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
     replay = replay_for(recorded, where, rerun, skip)
     pinned = parse_now(header["now"]) if isinstance(header.get("now"), str) else None
     resumed = {**header, "resumed": True, "tools": tools}
-    key = _project_key(loaded.root, create=False)
-    result = await fire(loaded, recorded.run_id, where, resumed, pinned, replay, progress, notify, decider, key, lock,
-                        run_secrets(loaded.config), top)
+    key = project_key(loaded.root, create=False)
+    job = FireJob(loaded, recorded.run_id, resumed, pinned, replay, decider, top)
+    result = await fire(engine, job, where, key, lock, run_secrets(loaded.config), progress=progress, notify=notify)
     if isinstance(emitted.get("id"), str):
         _finish(loaded.root, emitted["id"], result.status)
     return result
@@ -500,14 +454,13 @@ def _finish(root: Path, key: str, status: str) -> None:
         raise UsageError(f"--id {key}: the emit ran (status {status}) but the store could not record it: {exc}") from None
 
 
-async def _again(claim: Any, name: str, tools: Sequence[str], registry: "Registry | None",
-                 progress: "ProgressView | None", notify: Callable[[str], None] | None,
-                 decider: Any, project: Project) -> EmitResult | None:
-    """The key was claimed before: report that emit, or continue it if it was interrupted.
-    None: its process died before its transcript began, and its payload was kept: the
-    caller fires it now, under the claim's run id (on Temporal, a workflow started already
-    under that id is followed instead: chainlang.engine.temporal.submit). An interrupted
-    emit on Temporal went on on the workers: its end is waited for and recorded."""
+async def _again(claim: Any, name: str, project: Project, engine: "Engine",
+                 options: dict[str, Any]) -> EmitResult | None:
+    """The key was claimed before: report that emit, or take it over if its process died.
+    None: it died before its transcript began, and its payload was kept: the caller fires
+    it now, under the claim's run id (on Temporal, a workflow started already under that id
+    is followed instead: chainlang.engine.temporal.submit). One that began is the engine's
+    to end (`Engine.ended`: continued here, or, on Temporal, its end waited for)."""
     previous = {"run_id": claim.run_id, "event": claim.event, "status": claim.status, "transcript": claim.transcript}
     duplicate = EmitResult(claim.run_id, name, "duplicate", transcript=Path(claim.transcript), previous=previous)
     if claim.status != "started":
@@ -521,19 +474,10 @@ async def _again(claim: Any, name: str, tools: Sequence[str], registry: "Registr
         return duplicate
     if not where.is_file() or where.stat().st_size == 0:
         return None if claim.data is not None and claim.event == name else duplicate
-    engine = project.config.engine if project.config is not None else None
-    if engine is not None and engine.kind == "temporal":  # resume would run it twice: its end, from Temporal
-        from chainlang.engine.temporal.submit import emit_ended
-
-        ended = await emit_ended(project, claim.run_id, name, where)
-        _finish(project.root, claim.key, ended.status)
-        return ended
-    from chainlang.runtime.resume import resume_async
-
-    result = await resume_async(claim.transcript, tools=tools, registry=registry, progress=progress,
-                                notify=notify, decider=decider)
-    assert isinstance(result, EmitResult)
-    return result
+    ended = await engine.ended(project, claim.run_id, name, where, **options)
+    assert isinstance(ended, EmitResult)
+    _finish(project.root, claim.key, ended.status)
+    return ended
 
 
 def emit(name: str, data: Any, **options: Any) -> EmitResult:

@@ -10,9 +10,11 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 from chainlang.runtime.prepare import prepare
-from chainlang.runtime.runner import RunResult, _execute, _project_key, _stderr, _take, parse_now, run_secrets
+from chainlang.runtime.admission import parse_now, project_key, run_secrets, take_lock
+from chainlang.runtime.runner import RunResult, execute
+from chainlang.runtime.session import stderr_note
 
 if TYPE_CHECKING:
     from chainlang.runtime.emit import EmitResult
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from chainlang.journal.lock import RunLock
     from chainlang.registry.registry import Registry
     from chainlang.output.progress import ProgressView
+    from chainlang.runtime.engine import Engine
     from chainlang.runtime.replay import Replay
 
 
@@ -34,83 +37,86 @@ async def resume_async(
     notify: Callable[[str], None] | None = None,
     decider: Any = None,
     on_transcript: Callable[[Path], None] | None = None,
+    engine: "Engine | None" = None,
 ) -> "RunResult | EmitResult":
     """Continue the run recorded in `transcript`: finished steps are not run again; the
     clock readings and decisions it recorded are reused. The transcript of an emit gives
-    an EmitResult."""
+    an EmitResult. `engine`: the embedded engine (None: it, refusing a project configured
+    for another; chainlang.engine.resume_async asks the project's engine)."""
     where = Path(transcript)
     if where.is_dir():
-        raise UsageError(_not_a_transcript(os.fspath(transcript)))
+        raise UsageError(not_a_transcript(os.fspath(transcript)))
     if not where.is_file():
         raise UsageError(f"{where}: no such transcript")
-    file, emitted = _recorded_start(where)
+    file, emitted = recorded_start(where)
     if emitted and not Path(file).is_dir():
         raise UsageError(f"cannot resume: {where}: the project it was emitted in, {file}, does not exist (any more)")
     if not emitted and not Path(file).is_file():
         raise UsageError(f"cannot resume: {where}: the chain file it ran, {file}, does not exist (any more)")
-    _refuse_temporal(Path(file) if emitted else Path(file).parent)
-    lock = _take(where, create=False)
+    if engine is None:
+        from chainlang.runtime.engine import embedded_only
+
+        engine = embedded_only(project_config(Path(file) if emitted else Path(file).parent))
+    lock = take_lock(where, create=False)
     try:
         return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
-                                    on_transcript)
+                                    on_transcript, engine)
     finally:
         lock.release()
 
 
-def _refuse_temporal(directory: Path) -> None:
-    """A project on Temporal: its runs continue on the workers by themselves (the workflow's
-    history is their durable state); resuming one here would run its steps a second time."""
+def project_config(directory: Path) -> Any:
+    """The configuration of the project a transcript names (None: none, or a chainlang.toml
+    that cannot be read, which the resume itself then reports)."""
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
-        config = find_project_config(directory)
+        return find_project_config(directory)
     except RegistryError:
-        return  # the resume itself reports the broken chainlang.toml
-    if config is not None and config.engine is not None and config.engine.kind == "temporal":
-        raise UsageError("cannot resume: this project runs on Temporal ([engine] in chainlang.toml), where a run "
-                         "continues on the workers by itself (its workflow id is its run id); chainlang resume "
-                         "continues runs of the embedded engine")
+        return None
 
 
 async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | None, rerun: Iterable[str],
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
-                         on_transcript: Callable[[Path], None] | None) -> "RunResult | EmitResult":
+                         on_transcript: Callable[[Path], None] | None, engine: "Engine") -> "RunResult | EmitResult":
     from chainlang.journal.jsonl import TranscriptError, read_transcript
+    from chainlang.journal.records import fields
 
-    file, emitted = _recorded_start(where)
+    file, emitted = recorded_start(where)
     config_dir = Path(file) if emitted else Path(file).parent
     if lock.found is None:
         raise UsageError(f"cannot resume: {where}.head is damaged, so records removed from the end of the transcript "
                          "could not be found; the transcript cannot be trusted")
     try:
-        recorded = read_transcript(where, key=_project_key(_project_root(config_dir), create=False), head=lock.found)
+        recorded = read_transcript(where, key=project_key(_project_root(config_dir), create=False), head=lock.found)
     except OSError as exc:
         raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
         raise UsageError(f"cannot resume: {exc}") from None
-    header = {k: v for k, v in recorded.started.items() if k not in ("type", "run_id", "seq", "ts", "mac")}
+    started = recorded.started
+    header = fields(started)  # what the resumption's own run_started records again
     if emitted:
         from chainlang.runtime.emit import resume_emit
 
         return await resume_emit(where, lock, recorded, header, list(tools or ()), frozenset(rerun), frozenset(skip),
-                                 registry, progress, notify, decider)
-    if recorded.finished is not None and recorded.finished.get("status") != "interrupted":
+                                 registry, progress, notify, decider, engine)
+    if recorded.finished is not None and recorded.finished.status != "interrupted":
         done = recorded.finished
-        return RunResult(recorded.run_id, str(done.get("status")), dict(done.get("outputs") or {}), done.get("error"),
-                         where, float(done.get("duration_ms") or 0), [])
-    digest = header.get("file_sha256")
-    if not isinstance(digest, str) or len(digest) != 64:
+        return RunResult(recorded.run_id, done.status, dict(done.outputs), done.error, where, float(done.duration_ms),
+                         [])
+    digest = started.file_sha256
+    if len(digest) != 64:
         raise UsageError(f"cannot resume: {where}: the run_started record has no file_sha256, so the chain file "
                          "cannot be shown to be the one that ran")
     # never import what the transcript names: tools come from --tools and the project's configuration
     given_tools = list(tools or ())
-    recorded_tools = [str(t) for t in header.get("tools") or []]
+    recorded_tools = [str(t) for t in started.tools]
     if recorded_tools != given_tools:
         shown = ", ".join(recorded_tools) or "none"
         now = ", ".join(given_tools) or "none"
-        (notify or (progress.note if progress is not None else _stderr))(
+        (notify or (progress.note if progress is not None else stderr_note))(
             f"note: the run was started with --tools {shown}; this resume uses --tools {now} (resume imports only "
             "the tools it is given and those of chainlang.toml, never what a transcript names)")
     prepared = prepare(file, given_tools, registry)
@@ -122,17 +128,19 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
         raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
                          "the chain (start a new run instead)")
     replay = replay_for(recorded, where, frozenset(rerun), frozenset(skip))
-    pinned = parse_now(header["now"]) if isinstance(header.get("now"), str) else None
-    values = dict(header.get("inputs") or {})
+    pinned = parse_now(started.now) if started.now is not None else None
+    values = dict(started.inputs)
     resumed = {**header, "resumed": True, "tools": given_tools}
-    key = _project_key(prepared.root, create=False)
+    key = project_key(prepared.root, create=False)
     from chainlang.runtime.prepare import secrets_of
     from chainlang.runtime.secret_refs import CURRENT as SECRETS
 
     read = SECRETS.set(secrets_of(prepared, redactor))  # a missing secret stops it before it continues
     try:
-        return await _execute(prepared, recorded.run_id, where, resumed, values, pinned, replay, progress, notify,
-                              decider, on_transcript, key, lock, redactor)
+        from chainlang.runtime.engine import RunJob
+
+        job = RunJob(prepared, recorded.run_id, resumed, values, pinned, replay, decider)
+        return await execute(engine, job, where, progress, notify, on_transcript, key, lock, redactor)
     finally:
         SECRETS.reset(read)
 
@@ -140,12 +148,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
 def replay_for(recorded: "Transcript", where: Path, rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
     """What resume needs of a verified transcript (of a run or an emit), once `--rerun` and
     `--skip` are shown to name steps that started and did not finish."""
-    from chainlang.journal.records import RecordError
-
-    try:
-        replay = _replay_of(recorded, rerun, skip)
-    except RecordError as exc:
-        raise UsageError(f"cannot resume: {where}: {exc}") from None
+    replay = _replay_of(recorded, rerun, skip)
     unknown = [s for s in list(rerun) + list(skip) if s not in replay.started or s in replay.finished]
     if unknown:
         raise UsageError(f"--rerun/--skip {unknown[0]}: not a step that started and did not finish in this run")
@@ -153,49 +156,39 @@ def replay_for(recorded: "Transcript", where: Path, rerun: frozenset[str], skip:
 
 
 def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
-    """What resume needs of a verified transcript, as typed records."""
-    from chainlang.journal.records import (Clock, Decide, HookDropped, HookFinished, HookFired, ModelCall,
-                                           StepFinished, StepStarted, decode)
+    """What resume needs of a verified transcript (its records typed by the reader)."""
+    from chainlang.journal.records import Clock, HookDropped, HookFinished, HookFired, ModelCall, StepFinished
     from chainlang.runtime.replay import Replay
 
     replay = Replay(rerun=rerun, skip=skip)
     for step, entry in recorded.steps.items():
-        started = decode(entry.started)
-        assert isinstance(started, StepStarted)
-        replay.started[step] = started
-        finished = decode(entry.finished) if entry.finished is not None else None
+        replay.started[step] = entry.started
         # a cancelled attempt was interrupted mid-call: resumed like one without an end
-        if isinstance(finished, StepFinished) and finished.status != "cancelled":
-            replay.finished[step] = finished
+        if entry.finished is not None and entry.finished.status != "cancelled":
+            replay.finished[step] = entry.finished
     for step, decisions in recorded.decisions.items():
-        replay.decisions[step] = [d for d in map(decode, decisions) if isinstance(d, Decide)]
-    for rec in recorded.records:
-        kind = rec["type"]
-        if kind == "clock":
-            clock = decode(rec)
-            if isinstance(clock, Clock) and clock.step is not None:
-                replay.clock.setdefault(clock.step, []).append(clock.value)
-        elif kind == "step_finished" and rec.get("status") != "cancelled":
+        replay.decisions[step] = list(decisions)
+    for line in recorded.records:
+        rec = line.record
+        if isinstance(rec, Clock):
+            if rec.step is not None:
+                replay.clock.setdefault(rec.step, []).append(rec.value)
+        elif isinstance(rec, StepFinished) and rec.status != "cancelled":
             # an attempt that ended: its answers were its own; a retry (or a rerun) asks again
-            replay.model_calls.pop(str(rec.get("step")), None)
-        elif kind == "model_call":
-            call = decode(rec)
-            if isinstance(call, ModelCall):
-                replay.add_model_call(call)
-        elif kind in ("hook_fired", "hook_finished", "hook_dropped"):
-            hook = decode(rec)
-            key = (getattr(hook, "step", None) or "", str(getattr(hook, "hook", "")))
-            if isinstance(hook, HookFired):
-                replay.hooks_fired.add(key)
-            elif isinstance(hook, HookFinished):
-                replay.hooks_finished[key] = hook
-                replay.hooks_ended.add(key)
-            elif isinstance(hook, HookDropped):
-                replay.hooks_ended.add(key)
+            replay.model_calls.pop(rec.step, None)
+        elif isinstance(rec, ModelCall):
+            replay.add_model_call(rec)
+        elif isinstance(rec, HookFired):
+            replay.hooks_fired.add((rec.step or "", rec.hook))
+        elif isinstance(rec, HookFinished):
+            replay.hooks_finished[(rec.step or "", rec.hook)] = rec
+            replay.hooks_ended.add((rec.step or "", rec.hook))
+        elif isinstance(rec, HookDropped):
+            replay.hooks_ended.add((rec.step or "", rec.hook))
     return replay
 
 
-def _recorded_start(where: Path) -> tuple[str, bool]:
+def recorded_start(where: Path) -> tuple[str, bool]:
     """The chain file (or, for an emit, the project directory) named by the first record,
     and whether it records an emit (not trusted yet: it only says which project's key
     verifies the transcript)."""
@@ -217,7 +210,7 @@ def _recorded_start(where: Path) -> tuple[str, bool]:
 
 def _project_root(start: Path) -> Path:
     from chainlang.config.project import find_project_config
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
         config = find_project_config(start)
@@ -226,7 +219,7 @@ def _project_root(start: Path) -> Path:
     return config.root if config is not None else start
 
 
-def _not_a_transcript(where: str, command: str = "resume") -> str:
+def not_a_transcript(where: str, command: str = "resume") -> str:
     """The message for `chainlang resume DIR` (or report), naming the newest transcript in it
     when there is one."""
     newest: tuple[float, str] | None = None

@@ -22,13 +22,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from chainlang.pipeline import UsageError
-from chainlang.serve.temporal import on_temporal
+from chainlang.engine import engine_for
+from chainlang.errors import RunInUse, UsageError
 
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
     from chainlang.serve.projects import Projects
     from chainlang.runtime.emit import EmitResult, Project
+    from chainlang.runtime.engine import Engine as RunEngine
     from chainlang.serve.metrics import Metrics
     from chainlang.serve.scheduler import Firing
     from chainlang.store import Store
@@ -143,14 +144,14 @@ class Engine:
         return self.root / ".chainlang" / "runs"
 
     def _key(self) -> bytes:
-        from chainlang.runtime.runner import _project_key
+        from chainlang.runtime.admission import project_key
 
         if self._key_bytes is None:
-            self._key_bytes = _project_key(self.root, create=True)
+            self._key_bytes = project_key(self.root, create=True)
         return self._key_bytes
 
     def _redactor(self, project: "Project") -> Any:
-        from chainlang.runtime.runner import run_secrets
+        from chainlang.runtime.admission import run_secrets
 
         if self._secrets is None or self._secrets[0] is not project.config:
             self._secrets = (project.config, run_secrets(project.config))
@@ -161,8 +162,8 @@ class Engine:
     async def accept(self, name: str, data: Any, key: str | None, wait: bool) -> Reply:
         """Take one external event: check it, claim it, start its hooks; answer once its
         transcript has begun (`wait`: once its hooks' actions have ended)."""
+        from chainlang.runtime.admission import new_run_id, take_lock
         from chainlang.runtime.emit import check_payload
-        from chainlang.runtime.runner import _take, new_run_id
         from chainlang.store import StoreError
         from chainlang.store.base import check_key
 
@@ -195,7 +196,7 @@ class Engine:
         # the transcript's lock before the claim: a claimed emit whose lock is free is one that
         # no process runs (its process died), so it can be taken over safely
         try:
-            lock = _take(where)
+            lock = take_lock(where)
         except UsageError as exc:  # a run id in use (never, with 40 random bits), or the disk refuses
             return Reply(503, {"error": str(exc)})
         try:
@@ -276,17 +277,21 @@ class Engine:
 
     async def _fire(self, project: "Project", run_id: str, where: Path, header: dict[str, Any], started: Any,
                     lock: Any, task: tuple[str, Any] | None = None) -> "EmitResult":
-        """Fire an event's hooks, or a task's action (`task`: its id and plan), in this process
-        or, in a project on Temporal, on the workers (chainlang.serve.temporal)."""
+        """Fire an event's hooks, or a task's action (`task`: its id and plan), on the project's
+        engine: in this process, or on Temporal's workers (the transcript written here as the
+        workflow goes)."""
         from chainlang.runtime.emit import fire
+        from chainlang.runtime.engine import FireJob
 
-        if on_temporal(project):  # the transcript is written here as the workflow goes
-            from chainlang.engine.temporal.submit import follow_emit
+        job = FireJob(project, run_id, header, decider=self.decider, top=task[1].top if task else None,
+                      task=(task[0], task[1].digest) if task else None)
+        return await fire(self.engine(project), job, where, self._key(), lock, self._redactor(project),
+                          progress=started, notify=log.info)
 
-            return await follow_emit(project, run_id, where, header, None, started, log.info, self._key(), lock,
-                                     self._redactor(project), (task[0], task[1].digest) if task else None)
-        return await fire(project, run_id, where, header, None, None, started, log.info, self.decider, self._key(),
-                          lock, self._redactor(project), task[1].top if task else None)
+    @staticmethod
+    def engine(project: "Project") -> "RunEngine":
+        """The engine that fires the project's hooks (chosen from its configuration)."""
+        return engine_for(project.config)
 
     def _orphan(self, claim: Any) -> Any:
         """The lock of a claimed emit that nobody runs (its process died), else None."""
@@ -315,28 +320,30 @@ class Engine:
         never began, fire it from the payload kept with its claim. None: another process
         took it up first."""
         from chainlang.runtime.emit import EmitResult
-        from chainlang.runtime.resume import resume_async
+        from chainlang.runtime.engine import EngineUnavailable
 
         where = Path(claim.transcript)
         project = self.projects.current()
-        if where.is_file() and where.stat().st_size > 0 and on_temporal(project):
-            lock.release()
-            return await self._wait_for_workflow(project, claim)
         if where.is_file() and where.stat().st_size > 0:
-            lock.release()  # resume takes it again (a process that takes it in between resumes it instead)
+            # the engine ends it: continued from its transcript here, or, on Temporal, where it went on
+            lock.release()  # a resume takes it again (a process that takes it in between resumes it instead)
             started = _Started(self.metrics)
             started.began = self._began.setdefault(claim.run_id, asyncio.Event())
+            assert self.ledger is not None
             try:
-                result = await resume_async(where, tools=self.tools, registry=self.registry, notify=log.info,
-                                            decider=self.decider, progress=started)
+                result = await self.engine(project).ended(
+                    project, claim.run_id, claim.event, where, tools=self.tools, registry=self.registry,
+                    notify=log.info, decider=self.decider, progress=started)
+            except RunInUse:
+                return None  # another process took it up first
+            except EngineUnavailable:
+                raise  # left started: the next recover asks again
             except UsageError as exc:
-                if "in use by" in str(exc):
-                    return None
                 log.error("could not resume the emit %s: %s", claim.key, exc)
-                assert self.ledger is not None
                 await self.ledger.finish(claim.key, "failed")
                 raise
             if isinstance(result, EmitResult):
+                await self.ledger.finish(claim.key, result.status)
                 self.metrics.emitted(result.event, result, 0.0)
                 return result
             return None
@@ -352,24 +359,13 @@ class Engine:
         return await self._emit(project, claim.key, claim.event, claim.data, claim.run_id, where, lock,
                                 _Started(self.metrics))
 
-    async def _wait_for_workflow(self, project: "Project", claim: Any) -> "EmitResult | None":
-        """An emit on Temporal whose serve died: its workflow went on on the workers; wait for
-        its end and record it (its transcript keeps the records written before the stop)."""
-        from chainlang.engine.temporal.submit import emit_ended
-
-        assert self.ledger is not None
-        result = await emit_ended(project, claim.run_id, claim.event, Path(claim.transcript))
-        await self.ledger.finish(claim.key, result.status)
-        return result
-
     # -- scheduled tasks
 
     async def fire_task(self, firing: "Firing") -> tuple[str, Any]:
         """Run one firing of a scheduled task (or resume it); its final status and error.
         `ELSEWHERE` when another live process holds its transcript: that process runs it
         (this one lost the lease to it, or took over the lease of one paused) and records its end."""
-        from chainlang.runtime.resume import resume_async
-        from chainlang.runtime.runner import _take
+        from chainlang.runtime.admission import take_lock
         from chainlang.serve.scheduler import ELSEWHERE
         from chainlang.serve.transcript_locks import transcript_holder
         from chainlang.tasks.firing import DUE_EVENT
@@ -378,18 +374,14 @@ class Engine:
         began = time.perf_counter()
         self.metrics.active.inc()
         try:
-            if firing.resumed and where.is_file() and where.stat().st_size > 0 and \
-                    on_temporal(self.projects.current()):  # it went on on the workers: its end
-                from chainlang.engine.temporal.submit import emit_ended
-
-                ended = await emit_ended(self.projects.current(), firing.run.run_id, DUE_EVENT, where)
-                return ended.status, ended.error
             if firing.resumed and await asyncio.to_thread(transcript_holder, where) is not None:
                 return ELSEWHERE, None
             if firing.resumed and where.is_file() and where.stat().st_size > 0:
-                try:
-                    result: Any = await resume_async(where, tools=self.tools, registry=self.registry,
-                                                     notify=log.info, decider=self.decider)
+                project = self.projects.current()
+                try:  # the engine ends it: continued from its transcript, or, on Temporal, where it went on
+                    result: Any = await self.engine(project).ended(
+                        project, firing.run.run_id, DUE_EVENT, where, tools=self.tools, registry=self.registry,
+                        notify=log.info, decider=self.decider)
                 except UsageError:
                     if await asyncio.to_thread(transcript_holder, where) is not None:
                         return ELSEWHERE, None  # taken by another process since it was looked at
@@ -410,7 +402,7 @@ class Engine:
                 # the scheduler's lock, held until the store knows the end; else (a resumed firing whose
                 # transcript never began) taken here
                 try:
-                    lock = firing.lock if firing.lock is not None else _take(where)
+                    lock = firing.lock if firing.lock is not None else take_lock(where)
                 except UsageError:
                     if await asyncio.to_thread(transcript_holder, where) is not None:
                         return ELSEWHERE, None

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, TypeVar
 from chainlang.serve.transcript_locks import discard_lock as _discard
 from chainlang.serve.transcript_locks import lock_new as _lock_new
 from chainlang.serve.transcript_locks import transcript_holder
+from chainlang.status import INTERNAL
 from chainlang.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -345,7 +346,7 @@ class Scheduler:
             log.error("task %s: %s", task_id, exc)
 
     async def _fire(self, task: "TaskRecord", now: datetime) -> None:
-        from chainlang.runtime.runner import new_run_id
+        from chainlang.runtime.admission import new_run_id
 
         timing, misfire = _timing(task)
         store = self.store
@@ -394,7 +395,7 @@ class Scheduler:
                 status, error = await self.fire(firing)
             except Exception as exc:  # a bug under the action: a failed run (counted), not a run left open
                 log.exception("task %s: the firing of %s failed inside serve", task.id, run.due_at)
-                status, error = "failed", {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}
+                status, error = "failed", {"type": INTERNAL, "message": f"{type(exc).__name__}: {exc}"}
             finally:
                 renewer.cancel()
             if status == ELSEWHERE:  # another live process runs it (it holds the transcript) and records its end

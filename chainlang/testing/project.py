@@ -81,7 +81,7 @@ class ChainProject:
             now: str | None = None) -> StepResult:
         """Run the chain file `chain` (relative to the project) to its end."""
         from chainlang.runtime.calls import run_loop
-        from chainlang.runtime.runner import run_async
+        from chainlang.engine.entry import run_async
 
         path = self._inside(chain)
         notes: list[str] = []
@@ -97,7 +97,7 @@ class ChainProject:
     def emit(self, event: str, data: Any = None, *, id: str | None = None, now: str | None = None) -> StepResult:
         """Fire the external event `event` with `data`: the project's hooks run."""
         from chainlang.runtime.calls import run_loop
-        from chainlang.runtime.emit import emit_async
+        from chainlang.engine.entry import emit_async
 
         notes: list[str] = []
         result = run_loop(emit_async(event, {} if data is None else data, id=id, project=self.root,

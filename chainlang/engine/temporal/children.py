@@ -32,8 +32,8 @@ from temporalio import workflow
 from temporalio.exceptions import CancelledError as TemporalCancelled
 from temporalio.exceptions import ChildWorkflowError
 
-from chainlang.engine.temporal.workflow import (ActivityExecutor, ActivityThreadRecorder, _decider, _prepare,
-                                                _Recording, _WorkflowClock)
+from chainlang.engine.temporal.workflow import (ActivityExecutor, ActivityThreadRecorder, worker_chain, worker_decider,
+                                                Recording, WorkflowClock)
 
 if TYPE_CHECKING:
     from chainlang.runtime.events import EventRuntime
@@ -159,7 +159,7 @@ async def _child(caller: "ChainRun", children: Children, level: dict[str, Any], 
 
 
 @workflow.defn(name=SUBCHAIN_WORKFLOW, sandboxed=False)
-class SubchainWorkflow(_Recording):
+class SubchainWorkflow(Recording):
     """One sub-chain of a run. Input: the job `run_child` makes."""
 
     @workflow.run
@@ -168,21 +168,17 @@ class SubchainWorkflow(_Recording):
         return json.dumps(await _run_subchain(self, json.loads(text)), ensure_ascii=False)
 
 
-async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str, Any]:
+async def _run_subchain(recording: Recording, job: dict[str, Any]) -> dict[str, Any]:
     """The sub-chain's steps under the run's counters; what it used goes back to the parent."""
     from chainlang.engine.temporal.threadrefs import Snapshot
-    from chainlang.runtime.hooks import HookActions
-    from chainlang.runtime.models import run_models
-    from chainlang.runtime.outcomes import TIMER, ChainLoadError, LimitExceeded
-    from chainlang.runtime.runner import STATE_DIR, with_hook_actions
-    from chainlang.runtime.state import RunState
-    from chainlang.runtime.threads import CURRENT, ThreadLink
+    from chainlang.runtime.host import RunHost, RunSpec, drive, open_run
+    from chainlang.runtime.outcomes import TIMER, ChainLoadError
     from chainlang.runtime.walk import ChainRun
 
     def invalid(message: str) -> dict[str, Any]:
         return {"status": "invalid", "outputs": {}, "error": {"type": "worker", "message": message}}
 
-    prepared = _prepare(job["path"], job["digest"])
+    prepared = worker_chain(job["path"], job["digest"])
     if isinstance(prepared, str):
         return invalid(prepared)
     assert prepared.graph is not None
@@ -199,31 +195,23 @@ async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str,
         except ChainLoadError as exc:
             return invalid(f"the worker cannot load the sub-chain {level['target']}: {exc}")
     graph, inputs = levels.pop()
-    facts = dict(job["facts"])
-    clock = _WorkflowClock(datetime.fromisoformat(job["now"]) if job.get("now") else None)
-    link = ThreadLink(prepared.root, job["run_id"], facts.get("thread"), clock,
-                      lambda: [graph, *prepared.loader.graphs.values()])
-    link.facts = facts
-    decider = _decider()
-    state = RunState(
-        run_id=job["run_id"], registry=prepared.registry, record=recording.record, decider=decider, clock=clock,
-        state_dir=prepared.root / STATE_DIR, interceptors=(ActivityThreadRecorder(link),), facts=facts,
-        max_steps=job["max_steps"], notify=recording.note, load_chain=prepared.loader, project=prepared.root,
-        base_registry=prepared.loader.registry, steps_run=job["steps"],
-    )
-    children = Children(job["path"], job["digest"], job["top_inputs"], job["lineage"], job.get("now"),
-                        recording.mark, link)
-    state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
-    state.run_written = functools.partial(run_written, children)
-    max_calls, max_tokens, calls, tokens = job["budget"] or (None, None, 0, 0)
-    state.models = run_models(state, decider, max_calls, max_tokens)
-    state.models.budget.calls, state.models.budget.tokens = calls, tokens
-    actions = state.actions = HookActions(state)
     TIMER.set(workflow.time)
     snapshot = Snapshot()  # {thread.ID.KEY}: read by activities, before the steps and after each
-    state.read_ahead = snapshot.ahead
-    CURRENT.set(snapshot)
-    await snapshot.ahead([caller for caller, _ in levels] + [graph])
+    max_calls, max_tokens, calls, tokens = job["budget"] or (None, None, 0, 0)
+    # the sub-chain runs under its run's counters: its facts, steps so far and budget, given by the parent
+    spec = RunSpec(job["run_id"], graph, inputs, {}, prepared.root, prepared.registry, prepared.loader,
+                   facts=dict(job["facts"]), steps_run=job["steps"], max_steps=job["max_steps"],
+                   budget=(max_calls, max_tokens, calls, tokens))
+    host = RunHost(record=recording.record, clock=WorkflowClock(datetime.fromisoformat(job["now"]) if job.get("now")
+                                                                 else None),
+                   decider=worker_decider(), notify=recording.note, recorder=ActivityThreadRecorder, record_thread=True,
+                   references=snapshot)
+    run = open_run(spec, host)
+    state = run.state
+    children = Children(job["path"], job["digest"], job["top_inputs"], job["lineage"], job.get("now"),
+                        recording.mark, run.link)
+    state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
+    state.run_written = functools.partial(run_written, children)
     hooks, hook_inputs = None, {}  # the callers' hooks, merged as the walker merges them
     for caller, given in levels:
         if caller.hook_set:
@@ -238,16 +226,20 @@ async def _run_subchain(recording: _Recording, job: dict[str, Any]) -> dict[str,
 
     def used() -> dict[str, Any]:
         budget = state.models.budget if state.models is not None else None
-        return {"steps": state.steps_run, "thread": link.thread,
+        return {"steps": state.steps_run, "thread": run.link.thread,
                 "used": [budget.calls - calls, budget.tokens - tokens] if budget is not None else [0, 0]}
 
-    try:
-        status, outputs, error = await with_hook_actions(actions, sub.execute())
-    except LimitExceeded as exc:
-        return {**used(), "limit": [exc.limit, exc.message]}
-    if isinstance(actions.stop, dict):
-        return {**used(), "halt": actions.stop}
-    ended = {**used(), "status": status, "outputs": outputs, "error": error, "records": len(recording.records)}
+    async def body() -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+        await snapshot.ahead([caller for caller, _ in levels] + [graph])
+        return await sub.execute()
+
+    end = await drive(run, body, record=False)
+    if end.status == "limit" and end.error is not None and end.error.get("type") == "limit":
+        return {**used(), "limit": [end.error["limit"], end.error["message"]]}
+    if isinstance(run.actions.stop, dict):
+        return {**used(), "halt": run.actions.stop}
+    ended = {**used(), "status": end.status, "outputs": end.outputs, "error": end.error,
+             "records": len(recording.records)}
     if job.get("written"):
         from chainlang.runtime.agent_chain import last_result
 

@@ -13,7 +13,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 if TYPE_CHECKING:
     from chainlang.config.engine import EngineConfig
@@ -30,6 +30,8 @@ CONNECTED = False  # this process has a Temporal client: the CLI ends it with os
 
 async def connect(engine: "EngineConfig") -> Any:
     """A client of the Temporal frontend of `engine`; UsageError when it cannot be reached."""
+    from chainlang.runtime.engine import EngineUnavailable
+
     try:
         from temporalio.client import Client
     except ImportError:
@@ -39,7 +41,7 @@ async def connect(engine: "EngineConfig") -> Any:
     try:
         return await Client.connect(engine.address, namespace=engine.namespace)
     except Exception as exc:  # the SDK raises RuntimeError with the transport's message
-        raise UsageError(f"cannot reach Temporal at {engine.address} (namespace {engine.namespace}): "
+        raise EngineUnavailable(f"cannot reach Temporal at {engine.address} (namespace {engine.namespace}): "
                          f"{' '.join(str(exc).split())[:300]}; start it (temporal server start-dev) or fix "
                          "[engine] address in chainlang.toml") from None
 
@@ -58,58 +60,39 @@ def make_job(prepared: "Prepared", run_id: str, header: dict[str, Any], inputs: 
 
 
 async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], inputs: dict[str, Any],
-                     pinned: str | None, writer: Any, show: Callable[[Any], None] | None,
-                     tell: Callable[[str], None]) -> tuple[str, dict[str, Any], dict[str, Any] | None, float]:
-    """Submit the run and follow it to its end: (status, outputs, error, duration in ms).
-    Every record goes to `writer` (and `show`), every notification to `tell`."""
+                     pinned: str | None, record: Callable[[Any], None],
+                     tell: Callable[[str], None]) -> tuple[dict[str, Any], float]:
+    """Submit the run and follow it to its end: what the workflow returned, and how long it
+    took (ms). Every record goes to `record` (the session's), every notification to `tell`."""
     from chainlang.engine.temporal.workflow import CHAIN_WORKFLOW
 
     assert prepared.config is not None and prepared.config.engine is not None
     job = make_job(prepared, run_id, header, inputs, pinned)
-    outcome, ms = await follow(prepared.config.engine, CHAIN_WORKFLOW, job, writer, show, tell)
-    return outcome["status"], outcome.get("outputs") or {}, outcome.get("error"), ms
+    return await follow(prepared.config.engine, CHAIN_WORKFLOW, job, record, tell)
 
 
-async def follow_emit(project: Any, run_id: str, where: Any, header: dict[str, Any], pinned: str | None,
-                      progress: Any, notify: Callable[[str], None] | None, key: bytes, lock: Any,
-                      redactor: Any, task: tuple[str, str] | None = None) -> "EmitResult":
-    """`chainlang emit` on Temporal: the hooks fire in a workflow (id = the emit's run id) on
-    the workers; its records are written to the transcript here. An EmitResult. `task`: (task
-    id, plan digest) of a scheduled task's firing (serve), whose action the workers fire."""
+async def follow_emit(project: Any, run_id: str, header: dict[str, Any], pinned: str | None,
+                      record: Callable[[Any], None], tell: Callable[[str], None],
+                      task: tuple[str, str] | None = None) -> tuple[dict[str, Any], float]:
+    """An emit on Temporal: the hooks fire in a workflow (id = the emit's run id) on the
+    workers; its records go to `record` as it goes. What it returned, and its duration (ms).
+    `task`: (task id, plan digest) of a scheduled task's firing (serve), whose action the
+    workers fire."""
     from chainlang.engine.temporal.workflow import EMIT_WORKFLOW
-    from chainlang.journal.jsonl import TranscriptWriter
-    from chainlang.runtime.emit import EmitResult
-    from chainlang.runtime.runner import _stderr
 
     assert project.config is not None and project.config.engine is not None
-    try:
-        writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
-    if progress is not None and hasattr(progress, "use_secrets"):
-        progress.use_secrets(redactor)
-    shown = notify or (progress.note if progress is not None else _stderr)
     job = {"run_id": run_id, "digest": project.digest, "now": pinned, "header": header}
     if task is not None:
         job["task"], job["task_digest"] = task
-    try:
-        outcome, ms = await follow(project.config.engine, EMIT_WORKFLOW, job, writer,
-                                   progress.record if progress is not None else None,
-                                   lambda text: shown(redactor.mask(text)))
-    finally:
-        writer.close()
-        if progress is not None:
-            progress.close()
-    return EmitResult(run_id, str(header["emit"]["event"]), outcome["status"], redactor.redact(outcome.get("fired") or []),
-                      redactor.redact(outcome.get("error")), where, round(ms, 3))
+    return await follow(project.config.engine, EMIT_WORKFLOW, job, record, tell)
 
 
 async def emit_ended(project: Any, run_id: str, event: str, where: Any) -> "EmitResult":
     """How the emit (or task firing) `run_id` ended on the workers, waiting for its end: for a
     process taking up one whose process died after it was handed over (running it again
     would run its steps twice). Its transcript keeps what was written before the stop."""
+    from chainlang.runtime.admission import run_secrets
     from chainlang.runtime.emit import EmitResult
-    from chainlang.runtime.runner import run_secrets
 
     assert project.config is not None and project.config.engine is not None
     outcome = await outcome_of(project.config.engine, run_id) or {
@@ -138,10 +121,10 @@ async def outcome_of(engine: "EngineConfig", run_id: str) -> dict[str, Any] | No
         return {"status": "failed", "error": {"type": "temporal", "message": str(exc.cause or exc)}}
 
 
-async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any], writer: Any,
-                 show: Callable[[Any], None] | None, tell: Callable[[str], None]) -> tuple[dict[str, Any], float]:
+async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any], record: Callable[[Any], None],
+                 tell: Callable[[str], None]) -> tuple[dict[str, Any], float]:
     """Start the workflow (id = the job's run id) and follow it to its end: what it returned,
-    and how long it took (ms). Its records go to `writer` (and `show`), notes to `tell`."""
+    and how long it took (ms). Its records go to `record`, notes to `tell`."""
     from temporalio.client import WorkflowFailureError
 
     from chainlang.journal.records import decode
@@ -151,10 +134,7 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
     handle = await _start_once(client, engine, workflow_name, job)
 
     def put(data: dict[str, Any]) -> None:
-        rec = decode(data)
-        writer.append(rec)
-        if show is not None:
-            show(rec)
+        record(decode(data))
 
     def waiting() -> None:  # nothing has run it yet: most likely no worker polls its queue
         tell(f"waiting for a worker on the task queue {engine.task_queue!r} of {engine.address} "

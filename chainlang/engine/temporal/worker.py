@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any, Callable
 
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
 __all__ = ["DRAIN", "run_worker"]
 
@@ -25,16 +25,17 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     """Serve the project at `root` until SIGTERM or SIGINT. `ready` is told when polling starts."""
     from datetime import timedelta
 
+    from chainlang.config.engine import engine_kind
     from chainlang.config.project import find_project_config
     from chainlang.engine.temporal.submit import connect
     from chainlang.pipeline import default_registry
-    from chainlang.registry.errors import RegistryError
+    from chainlang.errors import RegistryError
 
     try:
         config = find_project_config(root)
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
-    if config is None or config.engine is None or config.engine.kind != "temporal":
+    if config is None or config.engine is None or engine_kind(config) != "temporal":
         raise UsageError(f"{root}: no chainlang.toml with [engine] kind = \"temporal\" here or above; "
                          "a worker serves a project that runs on Temporal")
     from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -45,6 +46,14 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     from chainlang.engine.temporal.workflow import ChainWorkflow, EmitWorkflow
 
     from chainlang.llm.tiers import ModelTiers
+
+    # what a workflow's first activation would import, imported now: an import of the store's
+    # SQL library inside a workflow task can outlast Temporal's 2 s deadlock detector on a loaded
+    # machine, which leaves the import half done and the worker unable to run any workflow
+    import chainlang.runtime.host  # noqa: F401
+    import chainlang.runtime.prepare  # noqa: F401
+    import chainlang.runtime.walk  # noqa: F401
+    import chainlang.store.store  # noqa: F401
 
     registry = default_registry(tools, config.root)
     try:

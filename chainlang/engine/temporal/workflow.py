@@ -49,7 +49,7 @@ WORKER_LOSS_ATTEMPTS = 5
 _PREPARED: dict[tuple[str, str, str], "Prepared"] = {}
 
 
-class _WorkflowClock:
+class WorkflowClock:
     """The run's clock in the workflow: pinned, or Temporal's (the same on every replay)."""
 
     def __init__(self, pinned: datetime | None) -> None:
@@ -73,9 +73,10 @@ class ActivityExecutor:
 
     async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
                    watch: "Watch") -> Any:
+        from chainlang.engine.temporal.messages import ModelBudget, ToolCall, ToolOutcome, received, to_json
         from chainlang.journal.records import Clock, StepProgress, decode
         from chainlang.runtime.invoke import run_subchain
-        from chainlang.runtime.outcomes import LimitExceeded
+        from chainlang.runtime.outcomes import LimitExceeded, ToolFailed
 
         if rt.runs_chain:
             from chainlang.engine.temporal.children import as_child, run_child
@@ -85,48 +86,43 @@ class ActivityExecutor:
             return await run_subchain(self.chain, rt, params, ipath, attempt)
         run = self.chain.run
         budget = run.models.budget if run.models is not None else None
-        left: list[int | None] = [None, None]
+        left = ModelBudget()
         if budget is not None:  # what the tool's own model calls may spend of the run's budget
-            left = [None if budget.max_calls is None else budget.max_calls - budget.calls,
-                    None if budget.max_tokens is None else budget.max_tokens - budget.tokens - budget.reserved]
+            left = ModelBudget(None if budget.max_calls is None else budget.max_calls - budget.calls,
+                               None if budget.max_tokens is None else budget.max_tokens - budget.tokens - budget.reserved)
         snapshot = _snapshot()
-        call = {
-            "event": rt.spec.name, "params": params, "run_id": run.run_id, "chain": self.chain.graph.name,
-            "step": ipath, "attempt": attempt, "now": self.pinned, "captured": run.captured.get(ipath, {}),
-            "allow": [list(group) for group in self.chain.allow], "budget": left,
-            "reads": snapshot.wanted() if snapshot is not None else None,
-        }
+        call = ToolCall(run.run_id, self.chain.graph.name, ipath, rt.spec.name, attempt, to_json(params), self.pinned,
+                        to_json(run.captured.get(ipath, {})), [list(group) for group in self.chain.allow], left,
+                        snapshot.wanted() if snapshot is not None else None)
         try:
-            # JSON text both ways: Temporal's converter would sort the keys of every mapping
-            out = json.loads(await workflow.execute_activity(
-                TOOL_ACTIVITY, json.dumps(call, ensure_ascii=False), start_to_close_timeout=timedelta(days=1),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            out = received(ToolOutcome, await workflow.execute_activity(
+                TOOL_ACTIVITY, call, result_type=ToolOutcome | str,  # type: ignore[arg-type]  # str: a run from before
+                start_to_close_timeout=timedelta(days=1), heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
                 summary=f"{ipath} {rt.spec.name}",
             ))
         except ActivityError as exc:
             if isinstance(exc.cause, TemporalCancelled):
                 raise asyncio.CancelledError() from None  # the step's timeout, or the run stopping: as in the walker
-            raise ValueError(f"the workers could not finish the step: {exc.cause or exc}") from None
+            raise ToolFailed(f"the workers could not finish the step: {exc.cause or exc}") from None
         if snapshot is not None:
-            snapshot.update(out.get("reads"))
-        for data in out.get("models") or ():  # the model calls the tool made, recorded as the run's
+            snapshot.update(out.reads)
+        for data in json.loads(out.model_calls_json):  # the model calls the tool made, recorded as the run's
             run.record(decode(data))
         if budget is not None:
-            calls, tokens = out.get("used") or (0, 0)
-            budget.calls += calls
-            budget.tokens += tokens
-        if out.get("limit"):
-            raise LimitExceeded(*out["limit"])
-        for value in out.get("clock") or ():
+            budget.calls += out.used.calls
+            budget.tokens += out.used.tokens
+        if out.limit is not None:
+            raise LimitExceeded(out.limit.limit, out.limit.message)
+        for value in out.clock:
             run.record(Clock(value, ipath))
-        for message, fraction in out.get("progress") or ():
-            run.record(StepProgress(ipath, rt.spec.name, message, fraction))
-        for note in out.get("notes") or ():
+        for report in out.progress:
+            run.record(StepProgress(ipath, rt.spec.name, report.message, report.fraction))
+        for note in out.notes:
             run.notify(note)
-        if out.get("error") is not None:
-            raise ValueError(out["error"])  # shown as it is: the activity made the message (tool_message)
-        return out.get("result")
+        if out.error is not None:
+            raise ToolFailed(out.error, out.error_type)  # made by the activity: kept as it is
+        return out.result
 
 
 class ActivityThreadRecorder(ThreadRecorder):
@@ -134,24 +130,26 @@ class ActivityThreadRecorder(ThreadRecorder):
     the `chainlang.thread_event` activity (on a worker's store, once per run and step path)."""
 
     async def add(self, step: StepInfo, result: Any) -> None:
+        from chainlang.engine.temporal.messages import ThreadEvent, ThreadEventAdded, received, to_json
         from chainlang.runtime.outcomes import StepFailed, error_of
 
         link = self.link
         snapshot = _snapshot()
-        event = {"thread": link.thread, "event": step.event, "result": result, "run_id": link.run_id,
-                 "path": step.path, "key": link.ids.of(step), "at": link.clock.now().isoformat(),
-                 "reads": snapshot.wanted() if snapshot is not None else None}
-        out = json.loads(await workflow.execute_activity(
-            THREAD_ACTIVITY, json.dumps(event, ensure_ascii=False), start_to_close_timeout=timedelta(minutes=1),
+        assert link.thread is not None  # after() adds only to the thread the run is attached to
+        event = ThreadEvent(link.thread, step.event, to_json(result), link.run_id, step.path, link.ids.of(step),
+                            link.clock.now().isoformat(), snapshot.wanted() if snapshot is not None else None)
+        out = received(ThreadEventAdded, await workflow.execute_activity(
+            THREAD_ACTIVITY, event, result_type=ThreadEventAdded | str,  # type: ignore[arg-type]  # str: a run from before
+            start_to_close_timeout=timedelta(minutes=1),
             retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
             summary=f"{step.path} into thread {link.thread}",
         ))
         if snapshot is not None:
-            snapshot.update(out.get("reads"))
-        if out.get("error"):
+            snapshot.update(out.reads)
+        if out.error:
             raise StepFailed(step.path, step.event, error_of(
                 "thread", f"{step.event} ended ok, but its result could not be added to the thread "
-                          f"{link.thread!r}: {out['error']}"))
+                          f"{link.thread!r}: {out.error}"))
 
 
 def _snapshot() -> "Snapshot | None":
@@ -163,7 +161,7 @@ def _snapshot() -> "Snapshot | None":
     return current if isinstance(current, Snapshot) else None
 
 
-class _Recording:
+class Recording:
     """What both workflows keep: the run's records, and its notifications ({"note": text}) in
     their order among them, read by the submitter with the `progress` query."""
 
@@ -188,7 +186,7 @@ class _Recording:
         self.records.append({"child": child})
 
 
-def _decider() -> Any:
+def worker_decider() -> Any:
     """The run's decider, over the worker's tiers as the workflow asks them (activities)."""
     from chainlang.engine.temporal.models import activity_tiers
     from chainlang.runtime.decide.chained import ChainedDecider
@@ -205,7 +203,7 @@ def _decider() -> Any:
 
 
 @workflow.defn(name=CHAIN_WORKFLOW, sandboxed=False)
-class ChainWorkflow(_Recording):
+class ChainWorkflow(Recording):
     """One run of a chain. Input: the job `submit.make_job` makes."""
 
     @workflow.run
@@ -217,73 +215,43 @@ class ChainWorkflow(_Recording):
     async def _run(self, job: dict[str, Any]) -> dict[str, Any]:
         from chainlang.engine.temporal.children import Children, run_written
         from chainlang.engine.temporal.threadrefs import Snapshot
-        from chainlang.journal.records import RunFinished, RunStarted, decode
-        from chainlang.runtime.threads import CURRENT
-        from chainlang.runtime.hooks import HookActions
-        from chainlang.runtime.models import run_models
-        from chainlang.runtime.outcomes import TIMER, LimitExceeded
-        from chainlang.runtime.runner import STATE_DIR, with_hook_actions
-        from chainlang.runtime.state import RunState
-        from chainlang.runtime.threads import ThreadLink, may_attach
+        from chainlang.runtime.host import RunHost, RunSpec, begin, drive, open_run
+        from chainlang.runtime.outcomes import TIMER
         from chainlang.runtime.walk import ChainRun
 
-        prepared = _prepare(job["path"], job["digest"])
+        prepared = worker_chain(job["path"], job["digest"])
         if isinstance(prepared, str):
             return {"status": "invalid", "outputs": {}, "error": {"type": "worker", "message": prepared}}
         graph = prepared.graph
         assert graph is not None
-
-        record = self.record
         pinned = datetime.fromisoformat(job["now"]) if job.get("now") else None
-        decider = _decider()
-        header = job["header"]
-        clock = _WorkflowClock(pinned)
-        link = ThreadLink(prepared.root, job["run_id"], header.get("thread"), clock,
-                          lambda: [graph, *prepared.loader.graphs.values()])
-        recording = link.thread is not None or may_attach(graph, prepared.registry)
-        state = RunState(
-            run_id=job["run_id"], registry=prepared.registry, record=record, decider=decider,
-            clock=clock, state_dir=prepared.root / STATE_DIR,
-            interceptors=(ActivityThreadRecorder(link),) if recording else (),
-            facts={"id": job["run_id"], "chain": graph.name, "started_at": header["started_at"], "thread": link.thread},
-            max_steps=graph.max_steps, notify=self.note, load_chain=prepared.loader, project=prepared.root,
-            base_registry=prepared.loader.registry,
-        )
-        children = Children(job["path"], job["digest"], job["inputs"], [], job.get("now"), self.mark, link)
-        state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
-        state.run_written = functools.partial(run_written, children)
-        state.models = run_models(state, decider, graph.max_model_calls, graph.max_tokens)
-        link.facts = state.facts
-        actions = state.actions = HookActions(state)
         TIMER.set(workflow.time)  # durations in workflow time: the same when the run is replayed
-        started = decode({"type": "run_started", **header})
-        assert isinstance(started, RunStarted)
-        record(started)
         snapshot = Snapshot()  # {thread.ID.KEY}: read by activities, before the steps and after each
-        state.read_ahead = snapshot.ahead
-        CURRENT.set(snapshot)
-        await snapshot.ahead([graph, *prepared.loader.graphs.values()])
-        # the run's duration in workflow time: the same when a worker replays the run
-        def elapsed() -> float:
+
+        def elapsed() -> float:  # the run's duration in workflow time: the same when a worker replays the run
             return round((workflow.now() - workflow.info().start_time).total_seconds() * 1000, 3)
 
-        outputs: dict[str, Any] = {}
-        try:
-            top = children.root = ChainRun(state, graph, job["inputs"])
-            status, outputs, error = await with_hook_actions(actions, top.execute())
-        except LimitExceeded as exc:
-            status, error = "limit", {"type": "limit", "limit": exc.limit, "message": exc.message}
-        except asyncio.CancelledError:
-            await actions.cancel_all()
-            error = {"type": "interrupted", "message": "the workflow was cancelled"}
-            record(RunFinished("interrupted", outputs, error, elapsed()))
-            raise
-        record(RunFinished(status, outputs, error, elapsed()))
-        return {"status": status, "outputs": outputs, "error": error, "records": len(self.records)}
+        spec = RunSpec(job["run_id"], graph, job["inputs"], job["header"], prepared.root, prepared.registry,
+                       prepared.loader)
+        host = RunHost(record=self.record, clock=WorkflowClock(pinned), decider=worker_decider(), notify=self.note,
+                       recorder=ActivityThreadRecorder, references=snapshot, elapsed=elapsed,
+                       interrupted="the workflow was cancelled")
+        run = begin(open_run(spec, host))
+        children = Children(job["path"], job["digest"], job["inputs"], [], job.get("now"), self.mark, run.link)
+        run.state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
+        run.state.run_written = functools.partial(run_written, children)
+        top = children.root = ChainRun(run.state, graph, job["inputs"])
+
+        async def body() -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+            await snapshot.ahead(list(spec.graphs()))
+            return await top.execute()
+
+        end = await drive(run, body)
+        return {"status": end.status, "outputs": end.outputs, "error": end.error, "records": len(self.records)}
 
 
 @workflow.defn(name=EMIT_WORKFLOW, sandboxed=False)
-class EmitWorkflow(_Recording):
+class EmitWorkflow(Recording):
     """One emit: the project's hooks on the emitted event fire, their actions run as the
     chains' steps do (chainlang.runtime.emit.fire_hooks, with activities for the tools).
     Input: the job `submit.follow_emit` makes."""
@@ -306,12 +274,12 @@ class EmitWorkflow(_Recording):
         TIMER.set(workflow.time)
         snapshot = Snapshot()  # {thread.ID.KEY} in the hooks: read by activities
         await snapshot.ahead([*(project.hooks.hooks if project.hooks is not None else ()), *(top or ())])
-        status, fired, error = await fire_hooks(
-            project, job["run_id"], job["header"], self.record, _WorkflowClock(pinned), _decider(), self.note,
+        end = await fire_hooks(
+            project, job["run_id"], job["header"], self.record, WorkflowClock(pinned), worker_decider(), self.note,
             top=top, executor=lambda chain: ActivityExecutor(chain, job.get("now")), recorder=ActivityThreadRecorder,
             interrupted="the workflow was cancelled", references=snapshot)
-        return json.dumps({"status": status, "fired": fired, "error": error, "records": len(self.records)},
-                          ensure_ascii=False)
+        return json.dumps({"status": end.status, "fired": end.outputs["fired"], "error": end.error,
+                           "records": len(self.records)}, ensure_ascii=False)
 
 
 _PROJECTS: dict[tuple[str, str], Any] = {}
@@ -349,7 +317,7 @@ def _task_hooks(project: Any, task_id: str, digest: str | None) -> Any:
 def _hooks_project(digest: str) -> Any:
     """The worker's hooks in force, checked and compiled once per worker process; a message
     when they differ from the submitter's (by their digest) or have errors."""
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
     from chainlang.runtime.emit import load_project
 
     worker = current_project()
@@ -370,10 +338,10 @@ def _hooks_project(digest: str) -> Any:
     return project
 
 
-def _prepare(path: str, digest: str) -> "Prepared | str":
+def worker_chain(path: str, digest: str) -> "Prepared | str":
     """The chain at `path` (relative to the worker's project), checked and compiled once per
     worker process; a message when it differs from the submitted one or has errors."""
-    from chainlang.pipeline import UsageError
+    from chainlang.errors import UsageError
     from chainlang.runtime.prepare import prepare
 
     project = current_project()
