@@ -12,20 +12,18 @@ wall-clock time and a counter), so a test can count side effects and see their o
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import textwrap
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-TIMEOUT = 60  # seconds for any one command: a command that has not ended by then fails its test
+from tests.helpers import records_so_far as records  # here a transcript may be being written
+from tests.helpers import show
+
 WAIT = 30  # seconds for a background command to reach the point a test waits for
 
 TOOLS_SOURCE = '''\
@@ -152,82 +150,11 @@ def labels(project: Path) -> list[str]:
 # -- commands -----------------------------------------------------------------------------
 
 
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "CHAINLANG_DEBUG", "TERM")}
-    env["NO_COLOR"] = "1"
-    env["PYTHONIOENCODING"] = "utf-8"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def command(*args: str | os.PathLike[str]) -> list[str]:
-    return [sys.executable, "-m", "chainlang", *map(str, args)]
-
-
-def show(proc: Any, out: str | None = None, err: str | None = None) -> str:
-    out = proc.stdout if out is None else out
-    err = proc.stderr if err is None else err
-    return f"exit code {proc.returncode}\n--- stdout\n{out}\n--- stderr\n{err}"
-
-
-def cli(cwd: Path, *args: str | os.PathLike[str], timeout: float = TIMEOUT) -> "subprocess.CompletedProcess[str]":
-    """Run `chainlang ARGS` in `cwd`; fail the test when it has not ended within `timeout` s."""
-    try:
-        return subprocess.run(command(*args), cwd=cwd, env=clean_env(), capture_output=True, text=True,
-                              encoding="utf-8", timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"chainlang {' '.join(map(str, args))} did not end within {timeout} s\n"
-                    f"--- stdout\n{_text(exc.stdout)}\n--- stderr\n{_text(exc.stderr)}")
-
-
-def cli_many(*calls: tuple[Path, Sequence[str | os.PathLike[str]]]) -> list["subprocess.CompletedProcess[str]"]:
-    """Independent commands at the same time: (cwd, args) each; the results in order."""
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        return list(pool.map(lambda call: cli(call[0], *call[1]), calls))
-
-
-def _text(data: str | bytes | None) -> str:
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data or ""
-
-
 def assert_clean(proc: Any, out: str | None = None, err: str | None = None) -> None:
     """No Python traceback, whatever happened."""
     out = proc.stdout if out is None else out
     err = proc.stderr if err is None else err
     assert "Traceback" not in out and "Traceback" not in err, show(proc, out, err)
-
-
-class Spawned:
-    """Commands a test starts in the background; any still running at the end are killed."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[str]] = []
-
-    def start(self, cwd: Path, *args: str | os.PathLike[str]) -> "subprocess.Popen[str]":
-        proc = subprocess.Popen(command(*args), cwd=cwd, env=clean_env(), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-                                start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            try:
-                proc.communicate(timeout=10)
-            except (subprocess.TimeoutExpired, ValueError):
-                pass
-
-
-@pytest.fixture
-def spawned() -> Iterator[Spawned]:
-    procs = Spawned()
-    try:
-        yield procs
-    finally:
-        procs.close()
 
 
 def wait_for(proc: "subprocess.Popen[str]", what: str, ready: Callable[[], bool]) -> None:
@@ -254,18 +181,6 @@ def kill(proc: "subprocess.Popen[str]") -> tuple[str, str]:
 # -- transcripts --------------------------------------------------------------------------
 
 
-def records(path: Path) -> list[dict[str, Any]]:
-    """Every record of a transcript (a torn last line is left out), `seq` checked."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    out: list[dict[str, Any]] = []
-    for line in text.splitlines(keepends=True):
-        if not line.endswith("\n"):
-            break  # being written
-        out.append(json.loads(line))
-    assert [r["seq"] for r in out] == list(range(1, len(out) + 1)), path
-    return out
-
-
 def of_type(recs: list[dict[str, Any]], kind: str, **members: Any) -> list[dict[str, Any]]:
     return [r for r in recs if r["type"] == kind and all(r.get(k) == v for k, v in members.items())]
 
@@ -287,16 +202,14 @@ def has(path: Path, kind: str, **members: Any) -> Callable[[], bool]:
 
 def validated(path: Path, root: Path) -> list[dict[str, Any]]:
     """The transcript read with the project's reader, its seals verified with the project's
-    key, and every record decoded by the journal's schema; the records."""
+    key, and every record decoded by the journal's schema (the reader types each line); the
+    records, as JSON objects."""
     from chainlang.journal.integrity import load_key
     from chainlang.journal.jsonl import read_transcript
-    from chainlang.journal.records import decode
 
     transcript = read_transcript(path, key=load_key(root, create=False))
     assert not transcript.torn_tail
-    for rec in transcript.records:
-        decode(rec)
-    return transcript.records
+    return [entry.as_dict() for entry in transcript.records]
 
 
 def transcript_of(stderr: str, cwd: Path) -> Path:

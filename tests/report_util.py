@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from tests.hooks_util import cli, show
+from tests.helpers import cli, show
 
 TOOLS = Path(__file__).resolve().parent / "run" / "run_tools.py"
 NOW = "2026-11-20T09:00:00+00:00"

@@ -24,34 +24,21 @@ from typing import Any, Callable, Iterator, Sequence
 import httpx
 import pytest
 
-from tests.hooks_util import clean_env, command, show
+from tests.helpers import clean_env, cli, command, show
 
 START = 30.0  # seconds for a serve to listen and answer /healthz
 STOP = 30.0  # seconds for a serve to end after SIGTERM (beyond its grace period)
 _URL = re.compile(r"^serving (?P<root>.+) on (?P<url>http://\S+) \(")
 
 
-def env_with(**extra: str | None) -> dict[str, str]:
-    """The tests' clean environment, with `extra` variables set (None: removed)."""
-    env = clean_env()
-    for name, value in extra.items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
-    return env
+env_with = clean_env  # the tests' clean environment, with `extra` variables set (None: removed)
 
 
 def run(cwd: Path, *args: str | os.PathLike[str], env: dict[str, str] | None = None,
         timeout: float = 60) -> "subprocess.CompletedProcess[str]":
     """`chainlang ARGS` in `cwd` with `env` (default: the clean one); fails the test when it
-    has not ended within `timeout` s."""
-    try:
-        return subprocess.run(command(*args), cwd=cwd, env=env or clean_env(), capture_output=True, text=True,
-                              encoding="utf-8", timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"chainlang {' '.join(map(str, args))} did not end within {timeout} s\n"
-                    f"--- stdout\n{exc.stdout!r}\n--- stderr\n{exc.stderr!r}")
+    has not ended within `timeout` s. Its output is the test's to judge (`traceback_ok`)."""
+    return cli(cwd, *args, env=env or clean_env(), timeout=timeout, traceback_ok=True)
 
 
 def run_many(*calls: tuple[Path, Sequence[str | os.PathLike[str]], dict[str, str] | None],

@@ -20,7 +20,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.hooks_util import clean_env, command
+from tests.helpers import clean_env, command
 
 TEMPORAL_CLI = Path(sys.executable).parent / "temporal"
 START = 60.0  # seconds for the dev server to answer

@@ -26,6 +26,9 @@ from typing import Any
 
 import pytest
 
+from tests import helpers
+from tests.helpers import clean_env, cli
+
 NOW = "2026-11-23T10:00:00+00:00"
 KEY_ENV = "CHAINLANG_TEST_AGENT_KEY"
 KEY = "kiwi-banana-papaya-42"  # an API key that no masking heuristic would spot: only the run's secrets hide it
@@ -60,16 +63,6 @@ def crash() -> dict:
 SCRIPTED = 'tools = ["tt.py"]\n\n[models.heavy]\nprovider = "scripted"\nrules = "answers.yaml"\n'
 
 
-def cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8", **(env or {})}
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc
-
-
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
     (tmp_path / "tt.py").write_text(TOOLS, encoding="utf-8")
@@ -87,13 +80,13 @@ def write(project: Path, name: str, text: str) -> str:
 def run(project: Path, chain: str, *args: str, code: int = 0, transcript: str = "run.jsonl",
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     proc = cli(project, "run", chain, "--now", NOW, "--json", "--progress", "quiet", "--transcript", transcript,
-               *args, env=env)
+               *args, env=clean_env(**env) if env else None)
     assert proc.returncode == code, proc.stdout + proc.stderr
     return proc
 
 
 def records(project: Path, transcript: str = "run.jsonl") -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (project / transcript).read_text(encoding="utf-8").splitlines()]
+    return helpers.records(project, transcript)
 
 
 def of_type(recs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

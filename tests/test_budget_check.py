@@ -6,14 +6,13 @@ through the CLI (`chainlang check --format json`, `schema`, `graph`)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import cli
 
 TOOLS = """\
 from chainlang import event
@@ -37,14 +36,6 @@ def free(question: str = "") -> dict:
 
 # a model tier for the projects of these tests (else CL037 no-model warns about agent.think)
 MODELS = '\n[models.heavy]\nprovider = "scripted"\nrules = "answers.yaml"\n'
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc
 
 
 @pytest.fixture()

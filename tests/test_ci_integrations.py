@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonschema import Draft4Validator, FormatChecker
 from ruamel.yaml import YAML
 
 from chainlang.diagnostics.rules import ALL_RULES
 from chainlang.output.sarif import DOCS_URL, DOCS_URL_ENV
 
+from tests.helpers import sarif_validator
+
 ROOT = Path(__file__).resolve().parent.parent
-SARIF_SCHEMA_FILE = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 
 GOOD_CHAIN = """\
 description: Say good morning with today's date.
@@ -87,11 +87,6 @@ def clean_env(shims: Path, **extra: str) -> dict[str, str]:
     env["NO_COLOR"] = "1"
     env.update(extra)
     return env
-
-
-def sarif_validator() -> Draft4Validator:
-    schema = json.loads(SARIF_SCHEMA_FILE.read_text(encoding="utf-8"))
-    return Draft4Validator(schema, format_checker=FormatChecker())
 
 
 def valid_sarif(text: str) -> dict[str, Any]:

@@ -19,16 +19,16 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from jsonschema import Draft4Validator, FormatChecker
+from jsonschema import Draft4Validator
 
 import chainlang
 from chainlang.cli import main
+from tests import helpers
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 CHAINS = REPO / "tests" / "chains"
 GOLDEN_TOOLS = CHAINS / "golden_tools.py"
-SARIF_SCHEMA_FILE = REPO / "tests" / "data" / "sarif-schema-2.1.0.json"
 
 ESC = "\x1b["
 
@@ -67,24 +67,14 @@ PING_CHAIN = "steps:\n  - acme.ping: {host: example.org}\n"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without anything that changes colour or error reporting."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "CHAINLANG_DEBUG", "TERM")}
-    env["PYTHONIOENCODING"] = "utf-8"
-    env.update(extra)
-    return env
+    """The environment without anything that changes colour or error reporting: colour is
+    each test's to set (no NO_COLOR), and the import path is the user's (PYTHONPATH as is)."""
+    return helpers.clean_env(**{"NO_COLOR": None, "PYTHONPATH": os.environ.get("PYTHONPATH"), **extra})
 
 
 def cli(*args: str | os.PathLike[str], cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chainlang.cli", *map(str, args)],
-        cwd=cwd,
-        env=env if env is not None else clean_env(),
-        capture_output=True, check=False,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-    )
+    """`chainlang ARGS`, the arguments first: most of these run in the checkout."""
+    return helpers.cli(cwd, *args, env=env if env is not None else clean_env())
 
 
 def assert_no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
@@ -336,13 +326,6 @@ def test_github_format_clean() -> None:
     proc = cli("check", "--format", "github", "examples/")
     assert proc.returncode == 0
     assert proc.stdout == ""
-
-
-@pytest.fixture(scope="module")
-def sarif_validator() -> Draft4Validator:
-    schema = json.loads(SARIF_SCHEMA_FILE.read_text(encoding="utf-8"))
-    Draft4Validator.check_schema(schema)
-    return Draft4Validator(schema, format_checker=FormatChecker())
 
 
 def assert_valid_sarif(text: str, validator: Draft4Validator) -> dict[str, Any]:

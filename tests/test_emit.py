@@ -15,11 +15,9 @@ from pathlib import Path
 import pytest
 
 import chainlang
+from tests.helpers import Spawned, cli, cli_many
 from tests.hooks_util import (
-    Spawned,
     assert_clean,
-    cli,
-    cli_many,
     has,
     kill,
     labels,
@@ -29,7 +27,6 @@ from tests.hooks_util import (
     records,
     runs,
     show,
-    spawned,  # noqa: F401  (a fixture)
     transcript_of,
     validated,
     wait_for,

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import Spawned, cli, cli_many
 from tests.hooks_util import (
-    Spawned,
     assert_clean,
-    cli,
-    cli_many,
     has,
     kill,
     labels,
@@ -28,7 +26,6 @@ from tests.hooks_util import (
     records,
     seq,
     show,
-    spawned,  # noqa: F401  (a fixture)
     validated,
     wait_for,
     write,

@@ -4,7 +4,6 @@ against a small stdio MCP server (the official `mcp` SDK's MCPServer) the test w
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp", reason="the MCP Python SDK is not installed (pip install 'chainlang[mcp]')")
+from tests.helpers import cli
 
-REPO = Path(__file__).resolve().parent.parent
+pytest.importorskip("mcp", reason="the MCP Python SDK is not installed (pip install 'chainlang[mcp]')")
 
 SERVER = textwrap.dedent(
     '''\
@@ -59,12 +58,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "server.py").write_text(SERVER, encoding="utf-8")
     (root / "chainlang.toml").write_text(_toml(sys.executable, ["server.py"]), encoding="utf-8")
     return root
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
 
 
 def test_events_lists_the_servers_tools_with_their_schemas(project: Path) -> None:

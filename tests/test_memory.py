@@ -8,14 +8,14 @@ and the errors of bad input. The lexical heuristics are unit-tested at the end."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import cli
 
 NOW = "2026-11-23T18:00:00+01:00"  # a Monday evening, in a zone east of UTC
 
@@ -52,14 +52,6 @@ MemoryMethods.append_journal = append_journal
 def noop() -> dict:
     return {}
 '''
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc
 
 
 def run(project: Path, steps: str, *, outputs: str = "", now: str = NOW, name: str = "m.chain.yaml",

@@ -5,23 +5,15 @@ the scripted provider; their answers are checked, recorded and replayed like any
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import cli
+
 NOW = "2026-11-23T10:00:00+00:00"
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc
 
 
 def project(tmp_path: Path, rules: list[dict[str, Any]], memory: str = "fast") -> Path:

@@ -431,13 +431,6 @@ def test_github_empty() -> None:
 # -- sarif -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sarif_validator() -> Draft4Validator:
-    schema = json.loads(SARIF_SCHEMA_FILE.read_text(encoding="utf-8"))
-    Draft4Validator.check_schema(schema)
-    return Draft4Validator(schema, format_checker=FormatChecker())
-
-
 def sarif(diagnostics: list[Diagnostic], validator: Draft4Validator, **kwargs: Any) -> dict[str, Any]:
     out = render(diagnostics, "sarif", MAIL_SOURCES, **kwargs)
     assert out.endswith("}\n")

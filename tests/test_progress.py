@@ -34,7 +34,7 @@ from chainlang.output.progress import (
     RichProgress,
     make_progress,
 )
-from chainlang.runtime.secrets import Redactor
+from chainlang.redaction import Redactor
 
 REPO = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hooks_util import assert_clean, cli, show
+from tests.helpers import cli, show
+from tests.hooks_util import assert_clean
 from tests.report_util import demo_project, dom, island, run_demo
 
 
@@ -199,7 +200,7 @@ def test_a_run_killed_then_resumed_is_shown_whole_with_where_it_was_resumed(tmp_
     import subprocess
     import time
 
-    from tests.hooks_util import clean_env, command
+    from tests.helpers import clean_env, command
 
     project = demo_project(tmp_path / "p")
     (project / "slow.chain.yaml").write_text(

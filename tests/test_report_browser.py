@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.hooks_util import cli, show
+from tests.helpers import cli, show
 from tests.report_util import demo_project, run_demo
 from tests.serve_util import Servers, env_with
 

@@ -17,17 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import cli_many, show
 from tests.journal_util import read_records, rewrite
-from tests.test_run_cli import (  # noqa: F401 - spawned is a fixture
+from tests.test_run_cli import (
     KILL_CHAIN,
     TOOLS,
     assert_clean,
     cli,
-    cli_many,
     one_error_line,
     sends,
-    spawned,
-    show,
     start_until,
     stop,
     write_chain,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import chainlang
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 from chainlang.runtime.runner import RunResult
 from tests.journal_util import cut_after
 

@@ -20,11 +20,14 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 import chainlang
+from tests import helpers
+from tests.helpers import clean_env, command, records
+from tests.helpers import output_text as _text
 
 pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
 
@@ -40,19 +43,6 @@ FOREVER_TOOLS = ["ends.blocking", "ends.sync", "ends.deaf"]
 # -- helpers ------------------------------------------------------------------------------
 
 
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "CHAINLANG_DEBUG", "TERM")}
-    env["NO_COLOR"] = "1"
-    env["PYTHONIOENCODING"] = "utf-8"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def command(*args: str | os.PathLike[str]) -> list[str]:
-    return [sys.executable, "-m", "chainlang", *map(str, args)]
-
-
 def show(code: int | None, out: str, err: str) -> str:
     return f"exit code {code}\n--- stdout\n{out}\n--- stderr\n{err}"
 
@@ -61,17 +51,8 @@ def cli(cwd: Path, *args: str | os.PathLike[str]) -> tuple["subprocess.Completed
     """Run `chainlang ARGS` in `cwd`; the process and how long it took. Fails the test
     when it has not ended within TIMEOUT."""
     start = time.monotonic()
-    try:
-        proc = subprocess.run(command(*args), cwd=cwd, env=clean_env(), capture_output=True, text=True,
-                              encoding="utf-8", timeout=TIMEOUT, check=False, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"chainlang {' '.join(map(str, args))} did not end within {TIMEOUT} s\n"
-                    + show(None, _text(exc.stdout), _text(exc.stderr)))
+    proc = helpers.cli(cwd, *args, timeout=TIMEOUT)
     return proc, time.monotonic() - start
-
-
-def _text(data: str | bytes | None) -> str:
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data or ""
 
 
 def write_chain(directory: Path, text: str, name: str = "main.chain.yaml") -> Path:
@@ -81,14 +62,6 @@ def write_chain(directory: Path, text: str, name: str = "main.chain.yaml") -> Pa
     return path
 
 
-def records(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
-    assert text.endswith("\n"), f"{path}: the last line is not terminated"
-    out = [json.loads(line) for line in text.splitlines()]
-    assert [r["seq"] for r in out] == list(range(1, len(out) + 1))
-    return out
-
-
 def finished(recs: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:
     return [r for r in recs if r["type"] == "step_finished" and r["step"] == step]
 
@@ -96,20 +69,6 @@ def finished(recs: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:
 def calls_log(project: Path) -> list[dict[str, Any]]:
     path = project / ".chainlang" / "state" / "calls.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
-
-
-@pytest.fixture
-def spawned() -> Iterator[list["subprocess.Popen[str]"]]:
-    """Processes a test starts in the background; any still running at the end are killed."""
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        try:
-            proc.communicate(timeout=10)
-        except (subprocess.TimeoutExpired, ValueError):
-            pass
 
 
 # -- end to end: the timeouts fire and the process exits ------------------------------------
@@ -370,7 +329,6 @@ def test_an_async_tool_may_handle_its_own_timeouts(tmp_path: Path) -> None:
 
 
 def test_a_tool_that_swallows_the_run_timeout_and_returns_does_not_defeat_it(tmp_path: Path) -> None:
-    start = time.monotonic()
     result, recs = run(tmp_path, """\
         limits: {timeout: 300ms}
         steps:
@@ -378,7 +336,8 @@ def test_a_tool_that_swallows_the_run_timeout_and_returns_does_not_defeat_it(tmp
           - test.sleep: {seconds: 3}
           - test.sleep: {seconds: 3}
         """)
-    assert time.monotonic() - start < 3
+    # not defeated: the run ends `limit` and the sleeps after the swallowing step never finish
+    # (the transcript says so; a stopwatch would measure the machine's load as well)
     assert result.status == "limit", result
     [step] = finished(recs, "1")
     assert step["status"] == "cancelled", step

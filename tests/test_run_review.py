@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 import chainlang
-from chainlang.pipeline import UsageError
+from chainlang.errors import UsageError
 
+from tests.helpers import records
 from tests.journal_util import rewrite
 from tests.test_run import NOW, TOOLS, Ran, _cut_after, run
 
@@ -78,10 +79,6 @@ def xrun(tmp_path: Path, text: str, inputs: dict[str, Any] | None = None, **opti
     options.setdefault("transcript", tmp_path / "run.jsonl")
     result = chainlang.run(path, inputs, tools=[TOOLS, _extra_tools(tmp_path)], now=NOW, **options)
     return Ran(result, tmp_path)
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def closed_transcript(path: Path) -> None:

@@ -23,14 +23,16 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
+from tests import helpers
+from tests.helpers import records
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "assistant"
@@ -104,14 +106,8 @@ def rewrite(blocks: list[Block], outputs: list[list[tuple[str, str]]]) -> None:
 # -- running a session ------------------------------------------------------------------------
 
 
-def cli(cwd: Path, *args: str, merged: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    env.pop("FORCE_COLOR", None)
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, text=True,
-                          encoding="utf-8", stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT if merged else subprocess.PIPE, timeout=120, check=False)
-    assert "Traceback" not in proc.stdout + (proc.stderr or ""), proc.stdout + (proc.stderr or "")
-    return proc
+# what a session printed, stdout and stderr in the order written (merged=False: apart)
+cli = partial(helpers.cli, merged=True)
 
 
 def _siblings(line: str) -> str | None:
@@ -248,10 +244,6 @@ def tasks(project: Path) -> dict[str, dict[str, Any]]:
     proc = cli(project, "tasks", "list", "--json", merged=False)
     assert proc.returncode == 0, proc.stderr
     return {t["task_id"]: t for t in json.loads(proc.stdout)["tasks"]}
-
-
-def records(project: Path, transcript: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (project / transcript).read_text(encoding="utf-8").splitlines()]
 
 
 def steps_run(project: Path, transcript: str) -> list[str]:

@@ -27,7 +27,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.hooks_util import clean_env, command, labels, log, records, write, write_tools
+from tests.helpers import clean_env, command
+from tests.hooks_util import labels, log, records, write, write_tools
 from tests.serve_util import (  # noqa: F401  (servers: a fixture)
     Server,
     Servers,
@@ -728,10 +729,9 @@ def test_a_second_signal_stops_at_once_and_records_the_cut(tmp_path: Path, serve
     accepted = _slow(server, "long", seconds=20)
     server.send(sig)
     wait_until("the drain began", lambda: "signal again to stop now" in server.stderr, server=server)
-    began = time.monotonic()
     server.proc.send_signal(sig)
+    # at once: well inside the 30 s grace and the 20 s step (stop fails the test past 10 s)
     assert server.stop(timeout=10) == 0, server.describe()
-    assert time.monotonic() - began < 5, server.describe()
     assert server.stdout.splitlines()[-1] == "serve stopped", server.describe()
     assert "interrupted 1 event(s) and 0 firing(s) on a second signal" in server.stderr, server.describe()
     assert "Traceback" not in server.stderr
@@ -770,7 +770,7 @@ def test_a_delayed_task_fires_once_in_real_time(tmp_path: Path, servers: Servers
     """)
     assert _task(tmp_path, task_id)["status"] in ("pending", "active")  # not fired yet
     server = servers.start(tmp_path)
-    wait_until("the task fired", lambda: count(tmp_path, "delayed") == 1, within=5, server=server)
+    wait_until("the task fired", lambda: count(tmp_path, "delayed") == 1, within=30, server=server)
     fired_at = [e["t"] for e in log(tmp_path) if e["label"] == "delayed"][0]
     assert fired_at >= before + 1.0  # not before it was due: a second after the chain ran
     wait_until("the task completed", lambda: _task(tmp_path, task_id)["status"] == "completed", server=server)
@@ -780,28 +780,39 @@ def test_a_delayed_task_fires_once_in_real_time(tmp_path: Path, servers: Servers
     assert [r["status"] for r in task["runs"]] == ["ok"], task
     info = server.run_info(task["runs"][0]["run_id"])
     assert info["status"] == "ok" and info["event"] == "task.due" and info["task_id"] == task_id, info
-    time.sleep(0.6)
-    assert count(tmp_path, "delayed") == 1
     assert metric(server, "chainlang_task_runs_total", status="ok") == 1
+    _scheduler_went_past_now(tmp_path, server)
+    assert count(tmp_path, "delayed") == 1 and len(_task(tmp_path, task_id)["runs"]) == 1  # not fired again
 
 
 @pytest.mark.slow
 def test_a_task_scheduled_while_serving_fires_at_its_moment(tmp_path: Path, servers: Servers) -> None:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime
 
     make_project(tmp_path)
     server = servers.start(tmp_path)
-    due = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
-    task_id = _schedule(tmp_path, "once", f"""\
-        type: once
-        at: "{due.isoformat()}"
-        action:
-          - t.log: {{label: "at its moment"}}
-    """)  # by a chain run in another process, while serve runs
-    wait_until("the task fired", lambda: count(tmp_path, "at its moment") == 1, within=8, server=server)
+    # by a chain run in another process, while serve runs; the moment is read against that run's
+    # clock ("in 3s"), so a slow start of the command cannot put it in the past
+    write(tmp_path, "once.chain.yaml", """\
+        steps:
+          - task.schedule:
+              type: once
+              at: in 3s
+              action:
+                - t.log: {label: "at its moment"}
+        outputs:
+          task_id: "{task.schedule.task_id}"
+          next_run: "{task.schedule.next_run}"
+        """)
+    ran = run(tmp_path, "run", "once.chain.yaml", "--json")
+    assert ran.returncode == 0, show(ran)
+    task_id, due = json.loads(ran.stdout)["task_id"], datetime.fromisoformat(json.loads(ran.stdout)["next_run"])
+    wait_until("the task fired", lambda: count(tmp_path, "at its moment") == 1, within=30, server=server)
     fired_at = [e["t"] for e in log(tmp_path) if e["label"] == "at its moment"][0]
-    assert due.timestamp() <= fired_at <= due.timestamp() + 1.0, (fired_at - due.timestamp())
+    assert fired_at >= due.timestamp(), (fired_at - due.timestamp())  # not before its moment
     wait_until("the task completed", lambda: _task(tmp_path, task_id)["status"] == "completed", server=server)
+    # fired for its moment: how late a loaded machine got there is serve's lateness metric, not a contract
+    assert [datetime.fromisoformat(r["due_at"]) for r in _task(tmp_path, task_id)["runs"]] == [due]
 
 
 @pytest.mark.slow
@@ -832,8 +843,24 @@ def test_a_firing_cut_by_sigterm_is_resumed_by_the_next_serve(tmp_path: Path, se
     assert info["status"] == "ok" and info["task_id"] == task_id, info
 
 
+def _scheduler_went_past_now(project: Path, server: Server) -> None:
+    """Return once serve's scheduler has handled every moment due until now (and a second
+    more): a task scheduled now for one second later has fired. A task that should not
+    fire again has then had its chance, without sleeping for a guessed while."""
+    barrier = _schedule(project, f"barrier-{time.monotonic_ns()}", f"""\
+        type: delay
+        interval: 1s
+        action:
+          - t.log: {{label: "barrier {time.monotonic_ns()}"}}
+    """)
+    wait_until("a later task fired", lambda: _task(project, barrier)["status"] == "completed", within=30,
+               server=server)
+
+
 @pytest.mark.slow
-def test_a_repeating_task_fires_about_once_a_second(tmp_path: Path, servers: Servers) -> None:
+def test_a_repeating_task_fires_at_its_scheduled_moments(tmp_path: Path, servers: Servers) -> None:
+    from datetime import datetime
+
     make_project(tmp_path)
     task_id = _schedule(tmp_path, "every", """\
         type: repeat
@@ -842,20 +869,26 @@ def test_a_repeating_task_fires_about_once_a_second(tmp_path: Path, servers: Ser
           - t.log: {label: tick}
     """)
     server = servers.start(tmp_path)
-    time.sleep(3.5)
-    ticks = count(tmp_path, "tick")
-    assert 2 <= ticks <= 6, (ticks, server.describe())
-    times = [e["t"] for e in log(tmp_path) if e["label"] == "tick"]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert all(0.5 <= gap <= 1.8 for gap in gaps[1:]), gaps  # the first may catch up a missed one
-    runs_ = _task(tmp_path, task_id)["runs"]
-    assert len(runs_) >= ticks - 1 and len({r["due_at"] for r in runs_}) == len(runs_)  # one run per due moment
+    wait_until("three ticks", lambda: count(tmp_path, "tick") >= 3, within=30, server=server)
     cancelled = run(tmp_path, "tasks", "cancel", task_id)
     assert cancelled.returncode == 0, show(cancelled)
-    time.sleep(0.3)
-    after = count(tmp_path, "tick")
-    time.sleep(1.5)
-    assert count(tmp_path, "tick") == after  # cancelled: no more firings
+    cancelled_at = time.time()
+    # a firing claimed before the cancel may still end; none starts for a moment due after it
+    wait_until("its firings ended", lambda: all(r["status"] != "running" for r in _task(tmp_path, task_id)["runs"]),
+               within=30, server=server)
+    _scheduler_went_past_now(tmp_path, server)
+    runs_ = _task(tmp_path, task_id)["runs"]
+    dues = sorted(datetime.fromisoformat(r["due_at"]) for r in runs_)
+    assert len(set(dues)) == len(dues) >= 3, runs_  # one run per due moment
+    # the moments of the schedule: whole seconds apart (a moment missed on a busy machine is
+    # skipped, misfire `once`, but none is invented between them)
+    apart = [(b - a).total_seconds() for a, b in zip(dues, dues[1:])]
+    assert all(gap >= 1 and gap == int(gap) for gap in apart), apart
+    assert all(d.timestamp() <= cancelled_at for d in dues), (dues, cancelled_at)  # none due after the cancel
+    for r in runs_:  # each firing started at or after its moment
+        first = records(Path(r["transcript"]))[0]
+        assert datetime.fromisoformat(first["ts"].replace("Z", "+00:00")) >= datetime.fromisoformat(r["due_at"]), r
+    assert [r["status"] for r in runs_] == ["ok"] * len(runs_) and count(tmp_path, "tick") == len(runs_)
     assert server.stop() == 0 and "Traceback" not in server.stderr
 
 
@@ -869,18 +902,18 @@ def test_a_task_failing_max_failures_times_in_a_row_is_dead_until_retried(tmp_pa
           - t.fail: {message: "nope"}
     """)
     server = servers.start(tmp_path)
-    wait_until("the task is dead", lambda: _task(tmp_path, task_id)["status"] == "dead", within=8, server=server)
+    wait_until("the task is dead", lambda: _task(tmp_path, task_id)["status"] == "dead", within=30, server=server)
     task = _task(tmp_path, task_id)
     assert task["failures"] == 2 and [r["status"] for r in task["runs"]] == ["failed", "failed"], task
-    time.sleep(1.5)
-    assert labels(tmp_path) == ["fail", "fail"]  # dead: not fired again
+    _scheduler_went_past_now(tmp_path, server)
+    assert [x for x in labels(tmp_path) if x == "fail"] == ["fail", "fail"]  # dead: not fired again
     assert metric(server, "chainlang_task_runs_total", status="failed") == 2
     assert metric(server, "chainlang_failures_total", kind="task") == 2
     listed = run(tmp_path, "tasks", "list")
     assert f"{task_id}  repeat dead" in listed.stdout, show(listed)
     retried = run(tmp_path, "tasks", "retry", task_id)
     assert retried.returncode == 0 and retried.stdout.strip() == f"{task_id}: active", show(retried)
-    wait_until("it fired again", lambda: labels(tmp_path).count("fail") >= 3, within=5, server=server)
+    wait_until("it fired again", lambda: labels(tmp_path).count("fail") >= 3, within=30, server=server)
 
 
 # -- the seed's scenario 6 ------------------------------------------------------------------------------

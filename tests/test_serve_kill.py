@@ -61,7 +61,8 @@ from typing import Any
 
 import pytest
 
-from tests.hooks_util import clean_env, cli, command, show, validated
+from tests.helpers import clean_env, cli, command, show
+from tests.hooks_util import validated
 
 HERE = Path(__file__).resolve().parent
 CYCLES = int(os.environ.get("CHAINLANG_KILL_CYCLES", "20"))
@@ -117,8 +118,11 @@ def make_project(root: Path) -> Path:
     shutil.copy(HERE / "kill_tools.py", root / "kill_tools.py")
     (root / "chainlang.toml").write_text('tools = ["kill_tools.py"]\n\n[serve]\ngrace = "10s"\n', encoding="utf-8")
     (root / "orders.hooks.yaml").write_text(textwrap.dedent(HOOKS), encoding="utf-8")
-    (root / "setup.chain.yaml").write_text(setup_chain(datetime.now(timezone.utc)), encoding="utf-8")
-    done = cli(root, "run", "setup.chain.yaml")
+    at = datetime.now(timezone.utc)
+    (root / "setup.chain.yaml").write_text(setup_chain(at), encoding="utf-8")
+    # the run's clock pinned to when the times were written: on a loaded machine the CLI may start
+    # seconds later, and a `once` task must still be in the future for task.schedule (a late one just fires late)
+    done = cli(root, "run", "setup.chain.yaml", "--now", at.isoformat())
     assert done.returncode == 0, show(done)
     for transcript in (root / ".chainlang" / "runs").glob("*.jsonl"):  # the setup run's: not serve's
         transcript.rename(root / f"setup-{transcript.name}")

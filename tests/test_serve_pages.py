@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.hooks_util import cli, show
+from tests.helpers import cli, show
 from tests.report_util import demo_project, dom, island
 from tests.serve_util import env_with, servers  # noqa: F401  (fixture)
 
@@ -103,3 +103,32 @@ def test_with_a_token_a_browser_signs_in_once(servers, tmp_path) -> None:  # typ
     assert browser.get("/?limit=5").status_code == 200  # the cookie
     assert browser.post("/events/order.placed", json={"item": "x"}).status_code == 401  # a cookie is for pages only
     assert server.get("/").status_code == 200  # the header, as before
+
+
+def test_a_run_whose_first_line_the_reader_refuses_is_listed_unreadable(servers, tmp_path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The list reads two lines of each transcript, each checked and typed by the transcript
+    reader: a first line it refuses lists the run as unreadable (its report names the line),
+    not with the status and chain the line claims."""
+    import json
+
+    project = demo_project(tmp_path / "shop")
+    runs = project / ".chainlang" / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    envelope = {"run_id": "20260101T000000Z-crafted"}
+    claimed = [
+        {"type": "run_started", **envelope, "seq": 1, "ts": "yesterday", "chain": "claims.all.ok",
+         "file": str(project / "review.chain.yaml"), "file_sha256": "0" * 64, "inputs": {}, "now": None,
+         "started_at": "2026-01-01T00:00:00Z", "tools": [], "resumed": False},
+        {"type": "run_finished", **envelope, "seq": 2, "ts": "2026-01-01T00:00:01.000Z", "status": "ok",
+         "outputs": {}, "error": None, "duration_ms": 1},
+    ]
+    (runs / "20260101T000000Z-crafted.jsonl").write_text("".join(json.dumps(r) + "\n" for r in claimed),
+                                                        encoding="utf-8")
+    server = servers.start(project)
+    doc = dom(server.get("/").text)
+    rows = {row.attrs["data-run"]: row for row in doc.one("table", class_="runs").find_all("tr")
+            if "data-run" in row.attrs}
+    row = rows["20260101T000000Z-crafted"]
+    assert "s-unreadable" in row.attrs["class"] and "claims.all.ok" not in row.all_text(), row.all_text()
+    report = server.get("/runs/20260101T000000Z-crafted/report")
+    assert report.status_code == 422 and ":1: run_started record: ts 'yesterday'" in report.text, report.text

@@ -31,6 +31,7 @@ import pytest
 import chainlang.store.store as store_module
 from chainlang.store import SCHEMA_VERSION, StoreError, open_store
 from tests import test_memory, test_store, test_store_tasks, test_task_schedule, test_threads
+from tests.helpers import cli
 from tests.pg_util import PgServer, pg_server, pg_url  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -326,12 +327,6 @@ outputs:
   task: "{remind.task_id}"
   found: "{memory.search.matches}"
 """
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
 
 
 def test_a_chain_run_through_the_cli_keeps_its_tasks_and_threads_on_postgres(pg_url: str,  # noqa: F811

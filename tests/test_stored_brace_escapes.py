@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.hooks_util import assert_clean, cli, show
+from tests.helpers import cli, show
+from tests.hooks_util import assert_clean
 from tests.serve_util import Servers, wait_until
 
 HOOKS = """\

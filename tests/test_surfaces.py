@@ -31,19 +31,15 @@ import pytest
 
 from chainlang.journal.records import StepProgress
 from chainlang.output.progress import MAX_TEXT, PlainProgress, QuietProgress
-from chainlang.runtime.secrets import Redactor, escape_surrogates
+from chainlang.redaction import Redactor, escape_surrogates
 from tests.test_decide import KEY, KEY_ENV, FakeEndpoint, Reply, endpoint  # noqa: F401 - endpoint is a fixture
+from tests.helpers import clean_env, cli_many, command, show
 from tests.test_run_cli import (
     TIMEOUT,
     Proc,
     assert_clean,
-    clean_env,
     cli,
-    cli_many,
-    command,
     one_error_line,
-    show,
-    spawned,  # noqa: F401 - a fixture
     start_until,
     stop,
     transcript,

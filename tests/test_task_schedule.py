@@ -7,14 +7,14 @@ in tests/test_scheduler.py (fake clock) and tests/test_serve.py (serve)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import cli
 
 NOW = "2026-11-23T10:00:00+00:00"  # a Monday
 
@@ -60,14 +60,6 @@ _task._add = _add
 def noop() -> dict:
     return {}
 '''
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc
 
 
 def run(project: Path, steps: str, *, outputs: str = "", now: str = NOW, name: str = "s.chain.yaml",

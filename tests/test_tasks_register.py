@@ -5,13 +5,12 @@ through the CLI, on a real store file."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import cli
 
 INBOX = """\
 events:
@@ -34,12 +33,6 @@ steps:
         - user.notify: {message: "Budget mail from {sender} (watching since {tools.now.date})"}
   - user.notify: {message: "I will tell you when Sarah writes about the budget."}
 """
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
 
 
 def listed(cwd: Path) -> list[dict[str, Any]]:

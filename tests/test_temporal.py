@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from chainlang.testing.expect import golden_lines
-from tests.hooks_util import cli, show
+from tests.helpers import cli, records, show
 from tests.temporal_util import Workers, dev_server, temporal_toml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -291,10 +291,6 @@ def engines(server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
         workers.close()
 
 
-def records(project: Path, transcript: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (project / transcript).read_text(encoding="utf-8").splitlines()]
-
-
 def comparable(recs: list[dict[str, Any]]) -> list[str]:
     """The golden form; sorted, as steps that run at once finish in any order."""
     return sorted(golden_lines(recs))
@@ -379,7 +375,7 @@ outputs: {last: "{test.send.result}"}
 def test_a_killed_worker_s_step_finishes_on_the_other_and_nothing_runs_twice(server: str, tmp_path: Path) -> None:
     import subprocess
 
-    from tests.hooks_util import clean_env, command
+    from tests.helpers import clean_env, command
 
     project = make_project(tmp_path / "p", temporal_toml(server, "kill"))
     (project / "killed.chain.yaml").write_text(KILLED, encoding="utf-8")
@@ -471,7 +467,39 @@ def test_the_assistant_s_conversation_is_the_same_on_both_engines(server: str, t
         text = re.sub(r'"summary": "[^"]*"', '"summary": "…"', text)
         return re.sub(r'"(created_at|updated_at|at|origin)": "[^"]*"', r'"\1": "…"', text)
 
-    assert [same(t) for t in said["temporal"]] == [same(t) for t in said["embedded"]]
+    def group_of(event: dict) -> tuple[str, str] | None:
+        """(run, parent step) for the event of a step of a parallel group or a `steps:` block
+        (a path `…N.K`), None for others (an `if` branch's `…then.K` is not a group)."""
+        step = event.get("step") or ""
+        head, _, last = step.rpartition(".")
+        if not last.isdigit() or not re.split(r"[./]", head)[-1].isdigit():
+            return None
+        return (str(event.get("run_id")), head)
+
+    def settled(text: str) -> str:
+        # §13 keeps a thread's events in the order they were added, so a step's events come
+        # after those of the steps it follows; but the steps of a parallel group (the morning's
+        # calendar.check and task.list) end, and add theirs, in whatever order the machine's
+        # load gives them. Events of sibling steps added one after another are therefore put
+        # in step order (their seq numbers staying where they were); all else keeps its place.
+        try:
+            shown = json.loads(text)
+        except ValueError:
+            return text
+        if not isinstance(shown, dict) or not isinstance(shown.get("events"), list):
+            return text
+        events, out = shown["events"], []
+        while events:
+            size = 1
+            while size < len(events) and group_of(events[0]) is not None \
+                    and group_of(events[size]) == group_of(events[0]):
+                size += 1
+            group, events = events[:size], events[size:]
+            ordered = sorted(group, key=lambda e: int(e["step"].rpartition(".")[2])) if size > 1 else group
+            out.extend({**e, "seq": first["seq"]} for e, first in zip(ordered, group))
+        return json.dumps({**shown, "events": out}, ensure_ascii=False) + "\n"
+
+    assert [same(settled(t)) for t in said["temporal"]] == [same(settled(t)) for t in said["embedded"]]
 
 
 def test_a_worker_stops_cleanly_on_sigterm(server: str, tmp_path: Path) -> None:
@@ -617,15 +645,31 @@ def server_address(project: Path) -> str:
 def test_without_a_worker_the_run_says_it_waits_for_one(server: str, tmp_path: Path) -> None:
     import subprocess
 
-    from tests.hooks_util import clean_env, command
+    from tests.helpers import clean_env, command
 
     project = make_project(tmp_path / "p", temporal_toml(server, "nobody-polls"))
+    import threading
+
     proc = subprocess.Popen(command("run", "sequence.chain.yaml"), cwd=project, env=clean_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(8)
+    said: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    # Ctrl-C once it says it waits (not after a guessed while: a busy machine starts it slowly)
+    deadline = time.monotonic() + 120
+    while not any("waiting for a worker on the task queue 'nobody-polls'" in line for line in said):
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(said)
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)  # Ctrl-C: this process stops following; the run stays on Temporal
-    out, err = proc.communicate(timeout=30)
-    assert "waiting for a worker on the task queue 'nobody-polls'" in err, err
+    proc.wait(timeout=30)
+    reader.join(timeout=30)
+    out, err = proc.stdout.read() if proc.stdout else "", "".join(said)
     assert "chainlang worker" in err
     assert proc.returncode == 130 and "the run goes on on Temporal's workers" in err, err
     assert "Traceback" not in err

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.hooks_util import cli, show
+from tests.helpers import cli, show
 from tests.pg_util import pg_server, pg_url  # noqa: F401  (fixtures)
 from tests.temporal_util import Workers, dev_server, temporal_toml
 

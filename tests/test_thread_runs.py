@@ -6,14 +6,14 @@ and a resume), `{thread.ID.KEY}` references, and `chainlang threads`."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import cli, records
 
 NOW = "2099-11-23T10:00:00+00:00"  # after the threads are created (on the wall clock)
 SECRET = "sk-abcdefghijklmnop1234567890"
@@ -44,14 +44,6 @@ def crash() -> dict:
         os.kill(os.getpid(), signal.SIGKILL)
     return {"crashed": False}
 '''
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc
 
 
 @pytest.fixture()
@@ -88,10 +80,6 @@ def events(project: Path, thread_id: str) -> list[tuple[str, str | None, str | N
 
     with project_store(project) as store:
         return [(e.event, e.key, e.step, e.result) for e in store.thread_events(thread_id)]
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 STEPS = """\

@@ -25,7 +25,8 @@ from typing import Any, Callable
 import pytest
 from click.testing import CliRunner
 
-from tests.hooks_util import assert_clean, cli, show
+from tests.helpers import cli, show
+from tests.hooks_util import assert_clean
 from tests.report_util import demo_project, run_demo
 from tests.serve_util import Servers
 

@@ -21,10 +21,14 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
+
+from tests import helpers
+from tests.helpers import records
 
 HERE = Path(__file__).resolve().parent
 START_TIMEOUT = 120.0  # seconds for the server to load the model and answer /v1/models
@@ -330,13 +334,7 @@ def summary(calls: list[Call]) -> list[str]:
 # -- the CLI and projects --------------------------------------------------------------------
 
 
-def cli(cwd: Path, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """chainlang in a subprocess; never a traceback."""
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    proc = subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    return proc
+cli = partial(helpers.cli, timeout=CLI_TIMEOUT)  # chainlang in a subprocess; never a traceback
 
 
 def closed_port() -> int:
@@ -344,10 +342,6 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def records(transcript: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
 
 
 # -- projects --------------------------------------------------------------------------------
