@@ -59,7 +59,7 @@ def parse_duration_words(text: str, *, param: str = "duration") -> dict[str, int
     Raises ValueError naming `param` for anything else.
     """
     if not isinstance(text, str):
-        raise ValueError(f"{param}: expected a duration like '1 week' or '30m', not {_kind_of(text)}")
+        raise ValueError(f"{param}: expected a duration like '1 week' or '30m', not {kind_in_words(text)}")
     stripped = text.strip()
     lowered = stripped.lower()
     if not lowered:
@@ -88,7 +88,8 @@ def parse_duration_words(text: str, *, param: str = "duration") -> dict[str, int
     return amounts
 
 
-def _kind_of(value: object) -> str:
+def kind_in_words(value: object) -> str:
+    """What a value is, for a message ("a number", "a list", "null")."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -31,7 +31,6 @@ MAX_STEPS_IN_ONE_HISTORY = 8_000  # 51,200 events at about 6 a step, with room f
 def _temporal_project(directory: str) -> "ProjectConfig | None":
     """The config of the project of `directory` when it runs on Temporal (None: it does not,
     there is no project, or its chainlang.toml cannot be read, which another stage reports)."""
-    from chainlang.config.engine import engine_kind
     from chainlang.config.project import find_project_config
     from chainlang.errors import RegistryError
 
@@ -39,6 +38,10 @@ def _temporal_project(directory: str) -> "ProjectConfig | None":
         config = find_project_config(Path(directory))
     except (RegistryError, OSError):
         return None
+    if config is None:  # no project: a small check imports no configuration models (pydantic)
+        return None
+    from chainlang.config.engine import engine_kind
+
     if engine_kind(config) != "temporal":
         return None
     return config

@@ -37,7 +37,7 @@ from dateutil.relativedelta import (  # type: ignore[import-untyped, unused-igno
     relativedelta,
 )
 
-from chainlang.durations import DURATION_UNITS, parse_duration_words
+from chainlang.durations import DURATION_UNITS, kind_in_words, parse_duration_words
 
 if TYPE_CHECKING:
     from chainlang.runtime.context import RunContext
@@ -114,7 +114,7 @@ _PERIOD_PHRASE = re.compile(r"(start|beginning|end) of (?:the )?(week|month|year
 def _find(day: date, phrase: object) -> date:
     """The day that `phrase` names, relative to `day` (see FIND_PHRASES and the module docs)."""
     if not isinstance(phrase, str):
-        raise ValueError(f"find: expected a phrase like 'last Tuesday', not {_kind(phrase)} ({_FIND_HINT})")
+        raise ValueError(f"find: expected a phrase like 'last Tuesday', not {kind_in_words(phrase)} ({_FIND_HINT})")
     words = " ".join(phrase.lower().split())
     shift: Any  # a relativedelta
     if words == "today":
@@ -219,12 +219,12 @@ def read_from(value: object) -> date | datetime:
             if key in value:
                 text = value[key]
                 if not isinstance(text, str):
-                    raise ValueError(f"from: the {key!r} field must be an ISO 8601 string, not {_kind(text)}")
+                    raise ValueError(f"from: the {key!r} field must be an ISO 8601 string, not {kind_in_words(text)}")
                 return _parse(text, f"from.{key}")
         raise ValueError(f"from: an object needs an 'iso', 'date' or 'start' field; expected {_FROM_HINT}")
     if isinstance(value, str):
         return _parse(value, "from")
-    raise ValueError(f"from: expected {_FROM_HINT}, not {_kind(value)}")
+    raise ValueError(f"from: expected {_FROM_HINT}, not {kind_in_words(value)}")
 
 
 def _parse(text: str, param: str) -> date | datetime:
@@ -262,18 +262,4 @@ def _shift(value: date | datetime, amounts: dict[str, int], sign: int, param: st
 
 def _day(value: date | datetime) -> date:
     return value.date() if isinstance(value, datetime) else value
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
 
