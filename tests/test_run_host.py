@@ -157,3 +157,37 @@ def test_the_engine_kind_is_read_in_one_place() -> None:
     readers = sorted(name for name, text in _sources().items()
                      if re.search(r"engine\.kind\b|\.kind\s*[!=]=\s*\"temporal\"", text))
     assert readers == ["chainlang/config/engine.py"], readers
+
+
+def test_an_unreachable_temporal_is_told_apart_from_a_refusal(tmp_path: Path) -> None:
+    """serve leaves an emit claimed (for its next recover) when Temporal cannot be reached,
+    but marks it failed when the engine refuses it: the two must be told apart by type."""
+    pytest.importorskip("temporalio")
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = textwrap.dedent(f"""\
+        import asyncio, os
+        from pathlib import Path
+        from chainlang.config.engine import EngineConfig
+        from chainlang.engine.temporal.engine import TemporalEngine
+        from chainlang.runtime.engine import EngineUnavailable
+
+        class Project:  # what TemporalEngine.ended reads of a loaded project
+            config = type("Config", (), {{"engine": EngineConfig(kind="temporal", address="127.0.0.1:{port}")}})()
+            root = Path(".")
+
+        try:
+            asyncio.run(TemporalEngine(Project.config.engine).ended(Project(), "run-1", "e", Path("t.jsonl")))
+            print("no error")
+        except EngineUnavailable as exc:
+            print("unavailable:", str(exc)[:60])
+        os._exit(0)  # the SDK's threads (temporalio/sdk-python#300)
+        """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.startswith(f"unavailable: cannot reach Temporal at 127.0.0.1:{port}"), proc.stdout + proc.stderr
