@@ -71,8 +71,9 @@ def _leave_temporal(code: Any) -> None:
     """End the process at once when it talked to Temporal: the SDK's client threads (Rust,
     tokio) may crash the interpreter's finalization (temporalio/sdk-python#300), which
     would turn a finished command's exit status into a signal."""
-    submit = sys.modules.get("chainlang.engine.temporal.submit")
-    if submit is None or not getattr(submit, "CONNECTED", False):
+    from chainlang.engine import remote_engine_used
+
+    if not remote_engine_used():
         return
     if isinstance(code, str):
         print(code, file=sys.stderr)

@@ -98,8 +98,9 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
     try:
         result = run_loop(main())
     except (asyncio.CancelledError, KeyboardInterrupt):
-        submit = sys.modules.get("chainlang.engine.temporal.submit")
-        if where and submit is not None and getattr(submit, "CONNECTED", False):
+        from chainlang.engine import remote_engine_used
+
+        if where and remote_engine_used():
             _err(f"stopped following; the run goes on on Temporal's workers (workflow id {where[0].stem}), "
                  f"and {_shown(where[0])} has its records up to here")
         elif where:

@@ -11,13 +11,14 @@ CLI, serve and the Python API) hand it to the runtime.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from chainlang.config.project import ProjectConfig
     from chainlang.runtime.engine import Engine
 
-__all__ = ["engine_for"]
+__all__ = ["engine_for", "remote_engine_used"]
 
 
 def engine_for(config: "ProjectConfig | None") -> "Engine":
@@ -32,3 +33,12 @@ def engine_for(config: "ProjectConfig | None") -> "Engine":
     from chainlang.runtime.embedded import EMBEDDED
 
     return EMBEDDED
+
+
+def remote_engine_used() -> bool:
+    """Whether this process talked to an engine elsewhere (Temporal's frontend): then a
+    command stopped by the user leaves the run going on there, and the process must end
+    at once (the SDK's client threads may crash the interpreter's finalization:
+    temporalio/sdk-python#300). Asked without importing the SDK."""
+    submit = sys.modules.get("chainlang.engine.temporal.submit")
+    return submit is not None and bool(getattr(submit, "CONNECTED", False))
