@@ -31,6 +31,9 @@ round(n)    number; n whole, default rounded half away from zero to n
                                      int when n <= 0
 =========== ======================== =========================================
 
+The list filters (``map``, ``sum``, ``min``, ``max``, ``sort``, ``unique``,
+``flatten``, ``zip``, ``slice``) live in :mod:`chainlang.expr.list_filters`.
+
 Errors: an input or argument of a type the filter does not take is ``type``;
 an unknown filter or a wrong number of arguments is ``filter``.
 """
@@ -40,10 +43,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
+from chainlang.expr.filter_spec import FilterSpec
+from chainlang.expr.list_filters import LIST_FILTERS
 from chainlang.expr.operators import OpFailure
 from chainlang.expr.types import (
     ANY,
@@ -60,16 +64,6 @@ from chainlang.expr.types import (
 from chainlang.expr.values import MAX_SIZE, kind_of, to_json, to_text
 
 __all__ = ["FilterSpec", "FILTERS", "arity_problem", "unknown_filter_message", "filter_names"]
-
-
-@dataclass(frozen=True, slots=True)
-class FilterSpec:
-    name: str
-    min_args: int
-    max_args: int
-    impl: Callable[..., Any]
-    static: Callable[[Type, list[Type]], Type]
-    summary: str
 
 
 def _fail(name: str, wanted: str, got: str) -> OpFailure:
@@ -328,6 +322,7 @@ FILTERS: dict[str, FilterSpec] = {
         FilterSpec("string", 0, 0, _string, _s_text, "the value as text"),
         FilterSpec("json", 0, 0, _json, _s_text, "compact JSON text"),
         FilterSpec("round", 0, 1, _round, _s_round, "round half away from zero"),
+        *LIST_FILTERS,
     )
 }
 
