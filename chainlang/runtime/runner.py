@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chainlang.errors import UsageError
 from chainlang.runtime.admission import RUNS_DIR, new_run_id, parse_now, project_key, run_secrets, take_lock
-from chainlang.runtime.host import EXIT_CODES, STATE_DIR, exit_code  # noqa: F401 - STATE_DIR: until activities switch
+from chainlang.runtime.host import EXIT_CODES, exit_code  # EXIT_CODES: chainlang.status's, kept importable here
 from chainlang.runtime.inputs import check_inputs
 from chainlang.runtime.prepare import Prepared, prepare
 from chainlang.redaction import Redactor
