@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -256,9 +257,31 @@ steps:
 """
 
 
+# more of the contract as data: tests/engines/NAME.chain.yaml, whose first line is `# exit: N`
+# (the exit code both engines end with); tools of their own in tests/engines/*_tools.py
+ENGINE_CASES = REPO / "tests" / "engines"
+
+
+def engine_cases() -> dict[str, tuple[str, int]]:
+    cases: dict[str, tuple[str, int]] = {}
+    for path in sorted(ENGINE_CASES.glob("*.chain.yaml")):
+        text = path.read_text(encoding="utf-8")
+        first = text.splitlines()[0] if text else ""
+        found = re.fullmatch(r"# exit: (\d+)", first.strip())
+        assert found, f"{path.name}: the first line must be `# exit: N`"
+        cases[path.name.removesuffix(".chain.yaml")] = (text, int(found.group(1)))
+    return cases
+
+
+CONTRACT.update(engine_cases())
+
+
 def make_project(directory: Path, toml: str) -> Path:
     directory.mkdir(parents=True)
     shutil.copy(TOOLS, directory / "tools.py")
+    for extra in sorted(ENGINE_CASES.glob("*_tools.py")):
+        shutil.copy(extra, directory / extra.name)
+        toml = toml.replace('tools = ["tools.py"', f'tools = ["{extra.name}", "tools.py"', 1)
     (directory / "lib").mkdir()
     for name, text in (("double", DOUBLE), ("nested", NESTED), ("fails", FAILS), ("slow", SLOW)):
         (directory / "lib" / f"{name}.chain.yaml").write_text(text, encoding="utf-8")

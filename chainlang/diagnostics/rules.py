@@ -59,6 +59,20 @@ HOOK_RECURSION = Rule("CL044", "hook-recursion", "error", "A hook whose action c
 CHAIN_CYCLE = Rule("CL045", "chain-cycle", "error", "Chains that call each other in a cycle")
 HOOK_ACTION = Rule("CL046", "hook-action", "error", "A hook with no action, set or cancel, or with options that do not fit its trigger")
 
+# -- control flow: repeat (CL050-CL052) --
+
+# -- control flow: try/catch/finally, fail, switch (CL053-CL055) --
+
+# -- retry by error type (CL056-CL057) --
+
+# -- error: hook triggers (CL058-CL059) --
+
+# -- triggers in chain files (CL060-CL063) --
+
+# -- computed indexes (CL064-CL065) --
+
+# -- secrets kept out of prompts (CL066-CL067) --
+
 ALL_RULES: tuple[Rule, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Rule)
 )
