@@ -23,6 +23,7 @@ __all__ = [
     "resume",
     "resume_async",
     "RunResult",
+    "StepError",
     "__version__",
 ]
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from chainlang.engine.entry import emit, emit_async, resume, resume_async, run, run_async
     from chainlang.runtime.emit import EmitResult
     from chainlang.runtime.runner import RunResult
+    from chainlang.runtime.step_error import StepError
 
 _LAZY = {
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
@@ -49,6 +51,7 @@ _LAZY = {
     "resume": ("chainlang.engine.entry", "resume"),
     "resume_async": ("chainlang.engine.entry", "resume_async"),
     "RunResult": ("chainlang.runtime.runner", "RunResult"),
+    "StepError": ("chainlang.runtime.step_error", "StepError"),
 }
 
 

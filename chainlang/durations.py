@@ -1,4 +1,4 @@
-"""Durations as written in chains: `500ms`, `30s`, `5m`, `1h`, `1d`, or compound `1h30m`
+"""Durations as written in chains: `500ms`, `30s`, `5m`, `1h`, `1d`, `2w`, or compound `1h30m`
 (`parse_duration`: timeouts, waits); and in words, `1 week 2 days`, `2h30m`
 (`parse_duration_words`: the params of `tools.date_calc`, the interval of a scheduled task).
 
@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_WHOLE = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_WHOLE = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
-MAX_DURATION = 7 * 86400.0  # a week: longer waits belong to task.schedule
+#: the longest timeout, delay or wait a chain may write (LANGUAGE.md §2): a year. A run that
+#: waits longer is better started again later by a scheduled task (task.schedule, triggers:)
+MAX_DURATION = 365 * 86400.0
+MAX_DURATION_TEXT = "365d"
 
 
 def parse_duration(text: str) -> float | None:
@@ -25,7 +28,7 @@ def parse_duration(text: str) -> float | None:
     return sum(float(n) * _SECONDS[unit] for n, unit in _PART.findall(text))
 
 
-DURATION_HINT = "write a number with a unit: 500ms, 30s, 5m, 1h, 1d (or compound: 1h30m)"
+DURATION_HINT = "write a number with a unit: 500ms, 30s, 5m, 1h, 1d, 2w (or compound: 1h30m)"
 
 
 # -- durations in words: the params of tools.date_calc and task intervals ------------------

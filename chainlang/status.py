@@ -11,10 +11,12 @@ Like `chainlang.errors`, this module imports nothing from chainlang: every layer
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, Mapping, get_args
+import re
+from typing import Any, Collection, Final, Literal, Mapping, get_args
 
 __all__ = [
-    "ERROR_TYPES", "EXIT_CODES", "HOOK_STATUSES", "RETRIED", "RUN_STATUSES", "STEP_STATUSES",
+    "ERROR_TYPE_FORM", "ERROR_TYPES", "EXIT_CODES", "HOOK_STATUSES", "NEVER_RETRIED", "RESERVED_TYPES", "RETRIED", "RUN_STATUSES",
+    "STEP_STATUSES",
     "ErrorType", "HookStatus", "Outcome", "RunStatus", "StepStatus", "retryable",
 ]
 
@@ -65,6 +67,7 @@ ErrorType = Literal[
     "model",  # the model an agent asked could not answer (also a failed model_call)
     "thread",  # its result could not be added to the run's thread
     "limit",  # a limit of the run stopped it (and the run)
+    "fail",  # a `fail:` step ended the chain on purpose (runtime/flow.py)
     "cancelled",  # stopped while it ran (a sibling failed, the run stopped, a hook cancelled it)
     "failed",  # a failed step recorded without an error object (read back from an old transcript)
     # a hook
@@ -102,6 +105,7 @@ SECRET: Final = "secret"
 USAGE: Final = "usage"
 WORKER: Final = "worker"
 TEMPORAL: Final = "temporal"
+FAIL: Final = "fail"
 # LIMIT, CANCELLED, FAILED, INTERRUPTED and INVALID above are error types too (the same text)
 
 ERROR_TYPES: frozenset[str] = frozenset(get_args(ErrorType))
@@ -112,8 +116,25 @@ ERROR_TYPES: frozenset[str] = frozenset(get_args(ErrorType))
 RETRIED: frozenset[ErrorType] = frozenset({TOOL_ERROR, TIMEOUT, RESULT})
 
 
-def retryable(error: Mapping[str, Any] | None) -> bool:
-    """Whether `retry` tries a step again after an attempt that failed with `error`: asked by
-    the step pipeline after each failed attempt, and by resume for an attempt that failed
-    just before the run was interrupted (so both answer the same)."""
-    return error is not None and error.get("type") in RETRIED
+#: the types chainlang gives to failures that are not a tool's own: a tool's
+#: `chainlang.StepError` may not claim them (a transcript saying `limit` or `cancelled` must
+#: mean it), except `timeout` (a tool that gave up waiting on a service may say so). A type
+#: added to ErrorType above is reserved, and never retried, at once.
+RESERVED_TYPES: frozenset[str] = ERROR_TYPES - {TIMEOUT}
+#: the form of every error type, chainlang's and a tool's own (checked in `retry.on` too)
+ERROR_TYPE_FORM = re.compile(r"[a-z][a-z0-9_]*")
+#: the types `retry` never tries again, whatever its `on` says: decided before the tool was
+#: called (another attempt fails the same way), a sub-chain's failure (its own steps retry),
+#: or a stop from outside the step (a limit, a cancellation, `fail:`, the run's end)
+NEVER_RETRIED: frozenset[str] = ERROR_TYPES - RETRIED
+
+
+def retryable(error: Mapping[str, Any] | None, on: Collection[str] | None = None) -> bool:
+    """Whether `retry` tries a step again after an attempt that failed with `error`; `on` is
+    the step's `retry.on` (None: every failure of a tool or a timeout, a tool's own types
+    included). Asked by the step pipeline after each failed attempt, and by resume for an
+    attempt that failed just before the run was interrupted (so both answer the same)."""
+    kind = error.get("type") if error is not None else None
+    if not isinstance(kind, str) or kind in NEVER_RETRIED:
+        return False
+    return kind in on if on is not None else True

@@ -198,6 +198,9 @@ def read_docs() -> tuple[list[Block], list[str]]:
 BLOCKS, MARKER_PROBLEMS = read_docs()
 # the project of the CL038 examples: on Temporal
 TEMPORAL_PROJECT = '[engine]\nkind = "temporal"\n'
+# secret-flow, bad-expose: said of a project that declares a secret (its value is never read by check)
+SECRETS_PROJECT = '[secrets]\ncrm_token = {env = "CRM_TOKEN"}\n'
+SECRETS_RULES = ("CL066", "CL067")
 
 YAML_BLOCKS = [b for b in BLOCKS if b.lang == "yaml" and b.marker is not None and b.marker.skip is None]
 CONSOLE_BLOCKS = [b for b in BLOCKS if b.lang == "console" and _CHECK_COMMAND.match(b.text.split("\n", 1)[0])]
@@ -244,6 +247,8 @@ def run_cli(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
         (directory / "chainlang.toml").write_text("", encoding="utf-8")
     if "CL038" in block.previous.marker.rules:  # not-on-engine: said of a project that runs on Temporal
         (directory / "chainlang.toml").write_text(TEMPORAL_PROJECT, encoding="utf-8")
+    if set(SECRETS_RULES) & set(block.previous.marker.rules):
+        (directory / "chainlang.toml").write_text(SECRETS_PROJECT, encoding="utf-8")
     args, _ = console_command(block)
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("FORCE_COLOR", None)
@@ -348,6 +353,8 @@ def test_yaml_example(block: Block, registry: Registry, tmp_path: Path) -> None:
         (tmp_path / "chainlang.toml").write_text("", encoding="utf-8")
     if "CL038" in block.marker.rules:  # not-on-engine: said of a project that runs on Temporal
         (tmp_path / "chainlang.toml").write_text(TEMPORAL_PROJECT, encoding="utf-8")
+    if set(SECRETS_RULES) & set(block.marker.rules):
+        (tmp_path / "chainlang.toml").write_text(SECRETS_PROJECT, encoding="utf-8")
     diagnostics = check_files([str(path)], registry=registry, start_dir=tmp_path).diagnostics
     shown = "\n".join(str(d).replace(str(path), block.marker.filename) for d in diagnostics)
     if not block.marker.rules:
@@ -385,6 +392,8 @@ def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp
         path = write_example(previous, tmp_path)
         if "CL038" in previous.marker.rules:
             (tmp_path / "chainlang.toml").write_text(TEMPORAL_PROJECT, encoding="utf-8")
+        if set(SECRETS_RULES) & set(previous.marker.rules):
+            (tmp_path / "chainlang.toml").write_text(SECRETS_PROJECT, encoding="utf-8")
         errors = [d for d in check_files([str(path)], registry=registry, start_dir=tmp_path).diagnostics if d.severity == "error"]
         assert result.returncode == (1 if errors else 0), f"{block.id}: exit status {result.returncode}"
 

@@ -252,7 +252,7 @@ def test_memoised() -> None:
         ("{}", 1, "no object literals"),
         ("{a: 1}", 2, "no object literals"),
         ("x.0", 2, "x[0]"),
-        ("x[i]", 2, "literal"),
+        ("x[]", 2, "between the brackets"),
         ("a b", 2, "operator missing"),
         ("'abc", 0, "close the string"),
         ("x == in", 5, "reserved word"),

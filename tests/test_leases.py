@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from chainlang.store import Store, StoreError, open_store
-from chainlang.tasks.when import Schedule
+from chainlang.schedules import Schedule
 from tests.hooks_util import labels, log, write, write_tools
 from tests.serve_util import Servers, run, servers, show, wait_until  # noqa: F401  (servers: a fixture)
 from tests.test_scheduler import HOURLY, T0, Clock, Fire, add, at, make, run_rows, settle, task

@@ -24,7 +24,7 @@ import pytest
 
 from chainlang.serve.scheduler import Firing, Scheduler
 from chainlang.store import Store, TaskRecord, open_store
-from chainlang.tasks.when import Schedule
+from chainlang.schedules import Schedule
 
 REPO = Path(__file__).resolve().parent.parent
 CET = timezone(timedelta(hours=1))
@@ -288,7 +288,7 @@ def test_misfire_all_fires_each_missed_one_over_successive_ticks(store: Store, t
 
 def test_misfire_all_is_bounded_by_max_catch_up(store: Store, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import chainlang.tasks.when as when
+    import chainlang.schedules as when
 
     monkeypatch.setattr(when, "MAX_CATCH_UP", 3)
     clock, fire = Clock(PAUSE), Fire()
@@ -304,7 +304,7 @@ def test_a_long_pause_of_a_fast_repeat_is_planned_quickly(store: Store, tmp_path
     """A repeat every second, and serve stopped for a year: deciding what to fire must
     not walk through the 31 million missed firings (on the event loop). The moments the
     schedule is asked about are counted, not timed."""
-    from chainlang.tasks.when import MAX_CATCH_UP
+    from chainlang.schedules import MAX_CATCH_UP
 
     every_second = Schedule("repeat", T0 + timedelta(seconds=1), every=timedelta(seconds=1))
     year = T0 + timedelta(days=365, milliseconds=500)

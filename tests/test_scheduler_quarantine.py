@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import pytest
 
 from chainlang.store import Store, open_store
-from chainlang.tasks.when import Schedule
+from chainlang.schedules import Schedule
 from tests.hooks_util import labels, write, write_tools
 from tests.serve_util import Servers, run, servers, show, wait_until  # noqa: F401  (servers: a fixture)
 from tests.test_scheduler import T0, Clock, Fire, add, make, settle

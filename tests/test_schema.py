@@ -226,7 +226,8 @@ def test_invalid_hooks_are_rejected(instance: Any, hooks_validator: Draft7Valida
 
 # -- precise errors, as an editor shows them ------------------------------------------
 
-CHAIN_KEYS = ["chainlang", "chain", "description", "inputs", "steps", "hooks", "outputs", "limits", "allow", "events"]
+CHAIN_KEYS = ["chainlang", "chain", "description", "inputs", "steps", "hooks", "outputs", "limits", "allow", "events",
+              "triggers"]
 STEP_OPTIONS = ["id", "if", "foreach", "as", "timeout", "on_error", "description"]
 
 
@@ -304,7 +305,7 @@ def test_the_top_level_typo_of_the_issue(chain_validator: Draft7Validator) -> No
         ([{"parallel": []}], [([0, "parallel"], "[] should be non-empty")]),
         ([{"steps": "tools.now"}], [([0, "steps"], "'tools.now' is not of type 'array'")]),
         ([{"if": "x", "then": "tools.now"}], [([0, "then"], "'tools.now' is not of type 'array'")]),
-        ([{"email.send": {"to": "a"}, "timeout": "soon"}], [([0, "timeout"], "'soon' does not match '^(\\\\d+(\\\\.\\\\d+)?(ms|s|m|h|d))+$'")]),
+        ([{"email.send": {"to": "a"}, "timeout": "soon"}], [([0, "timeout"], "'soon' does not match '^(\\\\d+(\\\\.\\\\d+)?(ms|s|m|h|d|w))+$'")]),
         ([42], [([0], "42 is not of type 'string', 'array', 'object'")]),
         ([[]], [([0], "[] should be non-empty")]),
         ([{"event": "tools.now", "retry": {"attempts": 1}}], [([0, "retry", "attempts"], "1 is less than the minimum of 2")]),

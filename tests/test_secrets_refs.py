@@ -246,6 +246,7 @@ def test_the_tool_gets_the_value_and_every_surface_masks_it(tmp_path: Path) -> N
                 vault.call: {token: "Bearer {secrets.crm_token}"}
               - vault.call: {token: "{secrets.deploy_key}"}
               - user.notify: {message: "the tool answered {call.echo}"}
+                expose: [crm_token]  # the rule of CL066 lets it through: masking still hides it
               - vault.fail: {token: "{secrets.deploy_key}"}
             outputs:
               echoed: "{call.echo}"

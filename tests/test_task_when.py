@@ -1,4 +1,4 @@
-"""When scheduled tasks are due (chainlang.tasks.when): `at`, `interval` and `cron` read
+"""When scheduled tasks are due (chainlang.schedules): `at`, `interval` and `cron` read
 against a fixed clock, and the firings owed after a pause. No test reads the real clock."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from chainlang.tasks.when import MAX_CATCH_UP, Schedule, ScheduleError, due_firings, parse_at, parse_schedule
+from chainlang.schedules import MAX_CATCH_UP, Schedule, ScheduleError, due_firings, parse_at, parse_schedule
 
 CET = timezone(timedelta(hours=1))
 FRIDAY_1650 = datetime(2026, 11, 20, 16, 50, tzinfo=CET)  # a Friday
@@ -225,7 +225,7 @@ def test_a_named_zone_is_kept_in_the_stored_schedule() -> None:
 def test_a_weekday_said_on_that_day_before_its_time_is_today() -> None:
     from datetime import datetime, timezone
 
-    from chainlang.tasks.when import parse_at
+    from chainlang.schedules import parse_at
 
     sunday = datetime(2026, 11, 29, 9, 15, tzinfo=timezone.utc)  # a Sunday
     assert parse_at("sunday 10:00", sunday) == datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)

@@ -279,9 +279,11 @@ CONTRACT.update(engine_cases())
 def make_project(directory: Path, toml: str) -> Path:
     directory.mkdir(parents=True)
     shutil.copy(TOOLS, directory / "tools.py")
-    for extra in sorted(ENGINE_CASES.glob("*_tools.py")):
+    extras = sorted(ENGINE_CASES.glob("*_tools.py"))
+    for extra in extras:
         shutil.copy(extra, directory / extra.name)
-        toml = toml.replace('tools = ["tools.py"', f'tools = ["{extra.name}", "tools.py"', 1)
+    listed = "".join(f'"{extra.name}", ' for extra in extras)
+    toml = toml.replace('tools = ["tools.py"', f'tools = [{listed}"tools.py"', 1)
     (directory / "lib").mkdir()
     for name, text in (("double", DOUBLE), ("nested", NESTED), ("fails", FAILS), ("slow", SLOW)):
         (directory / "lib" / f"{name}.chain.yaml").write_text(text, encoding="utf-8")

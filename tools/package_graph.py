@@ -37,8 +37,9 @@ PACKAGE = "chainlang"
 FLOORS: list[tuple[str, frozenset[str]]] = [
     ("leaves: import nothing of chainlang", frozenset({"errors", "redaction", "version", "durations", "resources",
                                                         "status"})),
-    ("the language: files, expressions, models, configuration, events, graphs, models' answers",
-     frozenset({"diagnostics", "load", "expr", "schemas", "config", "model", "registry", "compile", "llm"})),
+    ("the language: files, expressions, models, configuration, events, graphs, schedules, models' answers",
+     frozenset({"diagnostics", "load", "expr", "schemas", "config", "model", "registry", "compile", "llm",
+                "schedules"})),
     ("checking", frozenset({"checks", "pipeline"})),
     ("what is written: transcripts, the store, output views", frozenset({"journal", "store", "output"})),
     ("the task system: stored hooks, schedules, firings", frozenset({"tasks"})),

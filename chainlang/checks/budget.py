@@ -22,7 +22,7 @@ from typing import Iterator
 from chainlang.checks.base import CheckContext, Project
 from chainlang.diagnostics import rules
 from chainlang.expr.ast import ListLit
-from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, IfStep, Step
+from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, FailStep, IfStep, Step, SwitchStep, TryStep
 
 RULES = (rules.OVER_BUDGET,)
 
@@ -167,6 +167,17 @@ class Budget:
             return _scaled(self.body_cost(chain, step), items, f"in the foreach at line {line}", line)
         return self.body_cost(chain, step)
 
+    def flow_cost(self, chain: Chain, step: "TryStep | SwitchStep | FailStep") -> Cost:
+        if isinstance(step, FailStep):
+            return {}
+        costs = [self.steps_cost(chain, branch) for _, branch in step.branches()]
+        if isinstance(step, SwitchStep):
+            return max(costs, key=total, default={})
+        cost: Cost = {}
+        for branch_cost in costs:
+            _add(cost, list(branch_cost.values()))
+        return cost
+
     def body_cost(self, chain: Chain, step: Step) -> Cost:
         """One run of the step (one item of its foreach)."""
         if isinstance(step, BlockStep):
@@ -174,6 +185,8 @@ class Budget:
         if isinstance(step, IfStep):
             then, else_ = self.steps_cost(chain, step.then), self.steps_cost(chain, step.else_)
             return then if total(then) >= total(else_) else else_
+        if isinstance(step, (TryStep, SwitchStep, FailStep)):  # try: every branch may run; switch: one case
+            return self.flow_cost(chain, step)
         cost: Cost = {}
         line = step.node.line
         spec = self.registry.get(step.event) if step.event else None

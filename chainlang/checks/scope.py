@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from chainlang.diagnostics import rules
 from chainlang.diagnostics import Rule
 from chainlang.expr import types as T
-from chainlang.expr.ast import Index, Key, Name, Ref, iter_refs
+from chainlang.expr.ast import Computed, Index, Key, Name, Ref, computed_positions, iter_refs, ref_prefix
 from chainlang.load.loader import AnyNode
 from chainlang.model.bindings import Binding, ChainBindings
 from chainlang.model.nodes import (
@@ -31,6 +31,10 @@ from chainlang.model.nodes import (
     Value,
     walk_steps,
 )
+from chainlang.model.nodes import FailStep, SwitchStep, TryStep
+from chainlang.checks.flow_scope import LIVE_FIELDS, error_ref, index_flow, live_run_ref, walk_flow
+from chainlang.checks.loops import loop_ref, walk_repeat
+from chainlang.model.build_loops import LOOP, RepeatStep
 from chainlang.diagnostics.suggest import affordable, did_you_mean
 
 if TYPE_CHECKING:
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from chainlang.expr.ast import Expr
 
 STEP_FIELDS = ("result", "status", "error", "params", "duration_ms")
-RUN_FIELDS = ("id", "chain", "started_at", "thread")
+RUN_FIELDS = ("id", "chain", "started_at", "thread", "status", "duration_ms", "failures")
 
 Relation = Literal["before", "later", "sibling", "other-branch", "enclosing", "inside", "self"]
 
@@ -116,6 +120,8 @@ class Document:
             elif isinstance(step, IfStep):
                 self._index(step.then, id(step), "then", here)
                 self._index(step.else_, id(step), "else", here)
+            elif isinstance(step, (TryStep, SwitchStep)):  # checks/flow_scope.py
+                index_flow(self, step, here)
 
     def latest_before(self, name: str, current: StepBase | None, trail: tuple[tuple[int, str, int], ...]) -> EventStep | None:
         """The last occurrence of `name` in document order that finishes before `current` starts.
@@ -246,6 +252,8 @@ class Analyser:
                         self.value_sites(value, "param", doc, inner)
                 if step.decide is not None and self._collect is not None:
                     self.decide_site(step, doc, inner)
+            elif isinstance(step, RepeatStep):  # checks/loops.py
+                walk_repeat(self, step, doc, inner)
             elif isinstance(step, BlockStep):
                 self.walk_steps(step.steps, doc, inner)
             elif isinstance(step, IfStep):
@@ -253,6 +261,8 @@ class Analyser:
                     self.condition_site(step.condition, "if", doc, inner)
                 self.walk_steps(step.then, doc, inner)
                 self.walk_steps(step.else_, doc, inner)
+            elif isinstance(step, (TryStep, SwitchStep, FailStep)):  # checks/flow_scope.py
+                walk_flow(self, step, doc, inner)
 
     def condition_site(self, cond: Condition, context: str, doc: Document, scope: Scope) -> Any:
         if cond.expr is None:
@@ -300,6 +310,9 @@ class Analyser:
             info = self.resolve(ref, site, doc, scope)
             self.analysis.refs.append(info)
             self.analysis.ref_types[id(ref)] = info.type
+            for k in computed_positions(ref.segments):  # what each x[expr] indexes: its type (checks/expr)
+                prefix = ref_prefix(ref, k)
+                self.analysis.ref_types[id(prefix)] = self.resolve(prefix, site, doc, scope).type
             if collect is not None and info.binding is not None:
                 collect.refs.setdefault(id(ref), info.binding)
                 collect.keep.append(ref)
@@ -354,16 +367,22 @@ class Analyser:
                 return self.event_ref(ref, site, doc, scope, candidate, k)
         if root in doc.ids:
             return self.id_ref(ref, site, doc, scope, doc.ids[root])
+        if root == "error" and (caught := error_ref(self, ref, site, scope)) is not None:  # a catch's (flow_scope.py)
+            return caught
+        if root == LOOP and (looped := loop_ref(self, ref, site, scope)) is not None:  # a repeat's (checks/loops.py)
+            return looped
         if root in scope.loops:
             return RefInfo(site, ref, "loop", _path(scope.loops[root], segs[1:]), binding=Binding("loop", root, "", segs[1:]))
         if root == "inputs":
             info = self.input_ref(ref, site)
             info.binding = Binding("input", "", "", segs[1:])
             return info
+        if root == "run" and len(segs) > 1 and isinstance(segs[1], Name) and segs[1].name in LIVE_FIELDS:
+            return live_run_ref(self, ref, site)
         if root == "run":
             if len(segs) > 1 and not (isinstance(segs[1], Name) and segs[1].name in RUN_FIELDS):
                 bad = segs[1]
-                return self.problem(ref, site, "run", rules.REF_UNKNOWN, "'run' has the fields id, chain, started_at and thread",
+                return self.problem(ref, site, "run", rules.REF_UNKNOWN, "'run' has the fields " + ", ".join(RUN_FIELDS[:-1]) + " and " + RUN_FIELDS[-1],
                                     _suggest(getattr(bad, "name", ""), RUN_FIELDS), bad.start, bad.end)
             return RefInfo(site, ref, "run", T.STRING if len(segs) > 1 else T.ANY, binding=Binding("run", "", "", segs[1:]))
         if root == "thread":
@@ -386,6 +405,11 @@ class Analyser:
         occurrences = doc.occurrences.get(name, [])
         rest = segs[k:]
         end_of_name = segs[k - 1].end
+        if rest and isinstance(rest[0], Computed):  # which of several steps: only a literal index says
+            return self.problem(ref, site, "step", rules.REF_INDEX,
+                                f"a computed index cannot choose among the {name} steps",
+                                f"pick one with a literal index ({name}[0], {name}[-1]), or index the latest "
+                                f"result: {name}.result[...]", rest[0].start, rest[0].end)
         if rest and isinstance(rest[0], Index):
             index = rest[0]
             count = len(occurrences)
@@ -539,10 +563,14 @@ class Analyser:
     def payload_ref(self, ref: Ref, site: ExprSite, payload: Any) -> RefInfo:
         found = T.path_type(payload, ref.segments)
         if found is None:
-            seg = ref.segments[0]
+            # the first segment that leads nowhere (error.kind: 'kind', not 'error')
+            k = next((k for k in range(1, len(ref.segments)) if T.path_type(payload, ref.segments[:k + 1]) is None), 0)
+            seg = ref.segments[k]
             label = seg.name if isinstance(seg, Name) else str(getattr(seg, "value", "?"))
-            props = _object_props(payload)
-            return self.problem(ref, site, "payload", rules.REF_UNKNOWN, f"'{label}' is not a field of this hook's payload",
+            props = _object_props(T.path_type(payload, ref.segments[:k]) if k else payload)
+            where = (".".join(_leading_names(ref.segments[:k])) or None) if k else None
+            return self.problem(ref, site, "payload", rules.REF_UNKNOWN,
+                                f"'{label}' is not a field of " + (f"'{where}' in " if where else "") + "this hook's payload",
                                 _suggest(label, props) or (f"its fields: {', '.join(sorted(props))}" if props else None),
                                 seg.start, seg.end)
         return RefInfo(site, ref, "payload", found)
@@ -592,6 +620,10 @@ class Analyser:
 
     def payload_type(self, hook: Hook) -> Any:
         trigger = hook.trigger
+        if trigger is not None and trigger.phase == "error":  # {error: {type, message}, params}
+            from chainlang.checks.hook_events import error_payload_type
+            spec = None if any(c in trigger.pattern for c in "*?[") else self.ctx.registry.get(trigger.pattern)
+            return error_payload_type(spec.params_schema if spec is not None else None)
         if trigger is None or any(c in trigger.pattern for c in "*?["):
             return T.ANY
         spec = self.ctx.registry.get(trigger.pattern)

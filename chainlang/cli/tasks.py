@@ -29,7 +29,8 @@ def tasks_command(action: str, task_id: str | None, status: str | None, as_json:
             width = max(len(str(row["task_id"])) for row in rows)  # ids of any length line up
             for row in rows:
                 what = row.get("quarantined") or row.get("trigger") or row.get("due") or ""
-                print(f"{str(row['task_id']):{width}}  {row['type']:6} {row['status']:9} {what}")
+                source = f"  from {row['source']}" if row.get("source") else ""  # a chain file's trigger
+                print(f"{str(row['task_id']):{width}}  {row['type']:6} {row['status']:9} {what}{source}")
         return 0
     if task_id is None:
         raise UsageError(f"chainlang tasks {action} needs a TASK_ID (see chainlang tasks list)")

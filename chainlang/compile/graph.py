@@ -14,11 +14,15 @@ from typing import Any, Callable, Literal
 from chainlang.compile.firing_order import Orderable, firing_order
 from chainlang.expr.ast import Ref
 from chainlang.model.bindings import ChainBindings
+from chainlang.compile.loops import repeat_node
+from chainlang.compile.flow_graph import flow_node
+from chainlang.model.nodes import FailStep, SwitchStep, TryStep
+from chainlang.model.build_loops import RepeatStep
 from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, Retry, Step, Value
 
 Resolve = Callable[[Ref], Any]
 Compiled = Callable[[Resolve], Any]
-NodeKind = Literal["event", "steps", "parallel", "if"]
+NodeKind = Literal["event", "steps", "parallel", "if", "repeat", "try", "switch", "fail"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +63,14 @@ class GraphNode:
     # the `decide` text when it is an expression over names the chain knows (judged without a
     # model); None for a natural-language condition
     decide_expr: Compiled | None = None
+    expose: tuple[str, ...] = ()  # the secrets it may send to a model or user.notify (§16)
     params: dict[str, CompiledValue] = field(default_factory=dict)
     # a task.register / task.schedule step: the references of its action to this chain's
     # results, read when the step runs and stored with the task (reference text, binding, ref)
     captures: tuple[tuple[str, Any, Ref], ...] = ()
     children: tuple["GraphNode", ...] = ()  # steps / parallel branches / then
+    repeat: Any = None  # a repeat's until, max, delay, state and next (compile.loops.RepeatPlan)
+    flow: Any = None  # a try/switch's branch labels, a switch value or fail message (compile.flow_graph.FlowPlan)
     else_: tuple["GraphNode", ...] = ()
 
     @property
@@ -158,11 +165,15 @@ def _node(step: Step, decide: dict[int, Any], captures: dict[str, Any] | None = 
     if isinstance(step, EventStep):
         return GraphNode(
             kind="event", event=step.event, retry=step.retry, decide=step.decide,
-            decide_expr=_decide_expression(decide.get(id(step))),
+            decide_expr=_decide_expression(decide.get(id(step))), expose=tuple(name for name, _ in step.expose),
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
             params={name: _value(value) for name, value in step.params.items()},
             captures=(captures or {}).get(step.path, ()), **common,
         )
+    if isinstance(step, (TryStep, SwitchStep, FailStep)):  # compile/flow_graph.py
+        return flow_node(step, common, lambda child: _node(child, decide, captures))
+    if isinstance(step, RepeatStep):  # compile/loops.py
+        return repeat_node(step, common, tuple(_node(child, decide, captures) for child in step.steps))
     if isinstance(step, BlockStep):
         return GraphNode(
             kind="parallel" if step.parallel else "steps",

@@ -29,7 +29,7 @@ _GLOB = frozenset("*?[")
 @dataclass(frozen=True, slots=True)
 class CompiledHook:
     key: str  # its name in step paths and records: the id, else FILE-N
-    phase: str  # "pre" or "post"
+    phase: str  # "pre", "post" or "error"
     pattern: str  # the event name or glob it triggers on
     trigger: str  # as written: post:email.*
     file: str
@@ -66,8 +66,10 @@ class HookSet:
     # per phase: each glob pattern once, with the hooks that use it (hooks share patterns)
     _globs: dict[str, dict[str, tuple[CompiledHook, ...]]] = field(default_factory=dict, repr=False)
     _memo: dict[tuple[str, str], tuple[CompiledHook, ...]] = field(default_factory=dict, repr=False)
+    phases: frozenset[str] = field(default=frozenset(), init=False, repr=False)  # the phases some hook triggers on
 
     def __post_init__(self) -> None:
+        self.phases = frozenset(hook.phase for hook in self.hooks)
         exact: dict[tuple[str, str], list[CompiledHook]] = {}
         globs: dict[str, dict[str, list[CompiledHook]]] = {}
         for hook in self.hooks:

@@ -29,6 +29,9 @@ def _label(node: GraphNode) -> str:
         text = node.event or "?"
     elif node.kind == "if":
         text = f"if {node.condition_text}"
+    elif node.kind == "repeat":  # compile/loops.py
+        plan = node.repeat
+        text = f"repeat until {plan.until_text} (max {plan.max})" if plan.until_text else f"repeat {plan.max} times"
     else:
         text = node.kind
     if node.id:
@@ -94,6 +97,8 @@ def _step(node: GraphNode, entries: list[str], flow: _Flow, label: str) -> list[
     flow.nodes.append((join, "end " + node.kind, "join"))
     for e in exits:
         flow.edges.append((e, join, ""))
+    if node.kind == "repeat":  # the next pass starts again at the top of the body
+        flow.edges.append((join, fork, "next pass"))
     return [join]
 
 
@@ -143,6 +148,10 @@ def _node_json(node: GraphNode) -> dict[str, Any]:
     if node.retry is not None:
         r = node.retry
         out["retry"] = {"attempts": r.attempts, "delay": r.delay, "backoff": r.backoff, "max_delay": r.max_delay}
+        if r.on is not None:
+            out["retry"]["on"] = list(r.on)
+        if r.jitter:
+            out["retry"]["jitter"] = True
     if node.params:
         out["params"] = {name: {"value": value.data, "templates": len(value.templates)} for name, value in node.params.items()}
     if node.children:

@@ -163,6 +163,16 @@ class StoreConfig(BaseModel):
                             "(password: PGPASSWORD); default .chainlang/store.db")
 
 
+class ServeEventConfig(BaseModel):
+    """`[serve.events.NAME]`: the endpoint `POST /events/NAME` of one external event."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token_env: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                           description="name of the environment variable holding this endpoint's own bearer token: a "
+                                       "request to it must carry that one (the [serve] token does not open it)")
+
+
 class ServeConfig(BaseModel):
     """`[serve]`: the long-running process of the project (`chainlang serve`)."""
 
@@ -183,11 +193,25 @@ class ServeConfig(BaseModel):
     max_connections: int | None = Field(default=None, ge=1, le=1_000_000,
                                         description="connections open at once; default: 512, or half the process's "
                                                     "descriptor limit if that is lower")
+    events: dict[str, ServeEventConfig] = Field(default_factory=dict, max_length=1000,
+                                                description="per-event endpoints with a key of their own: "
+                                                            "[serve.events.NAME] token_env = \"VAR\"")
 
     @field_validator("grace", mode="before")
     @classmethod
     def _grace_is_a_duration(cls, value: Any) -> Any:
         return _duration(value, 0, 3600, "0s to 1h")
+
+    @field_validator("events", mode="before")
+    @classmethod
+    def _event_names_are_quoted(cls, value: Any) -> Any:
+        # [serve.events.deploy.finished] is a table `deploy` holding `finished`: say how to write it
+        if isinstance(value, dict):
+            for name, table in value.items():
+                if isinstance(table, dict) and "token_env" not in table and any(isinstance(v, dict) for v in table.values()):
+                    inner = next(k for k, v in table.items() if isinstance(v, dict))
+                    raise ValueError(f'event names are dotted: quote them, [serve.events."{name}.{inner}"]')
+        return value
 
     @field_validator("lease", mode="before")
     @classmethod

@@ -102,6 +102,9 @@ def api_key_values(config: "ProjectConfig | None") -> list[str]:
     if config.models is not None:
         tables += [config.models.heavy, config.models.fast, config.models.light]
     values = [os.environ.get(t.api_key_env) or "" for t in tables if t is not None and t.api_key_env]
+    if config.serve is not None:  # serve's bearer tokens, its own and its events' (masked like keys)
+        names = [config.serve.token_env] + [e.token_env for e in config.serve.events.values()]
+        values += [(os.environ.get(n) or "").strip() for n in names if n]
     return [v for v in values if len(v) >= _MIN_LENGTH]
 
 

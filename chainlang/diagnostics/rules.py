@@ -51,7 +51,7 @@ NOT_ON_ENGINE = Rule("CL038", "not-on-engine", "error", "The chain cannot run on
 REF_SECRET = Rule("CL039", "ref-secret", "error", "A secrets.NAME reference to a secret that chainlang.toml does not declare")
 
 # -- hooks and chains --
-HOOK_TRIGGER = Rule("CL040", "hook-trigger", "error", "A hook trigger not of the form pre:NAME or post:NAME")
+HOOK_TRIGGER = Rule("CL040", "hook-trigger", "error", "A hook trigger not of the form pre:NAME, post:NAME or error:NAME")
 HOOK_UNKNOWN_EVENT = Rule("CL041", "hook-unknown-event", "error", "A trigger on an event that is neither a tool nor declared")
 HOOK_AFTER_UNKNOWN = Rule("CL042", "hook-after-unknown", "error", "An `after` naming a hook id that does not exist")
 HOOK_AFTER_CYCLE = Rule("CL043", "hook-after-cycle", "error", "Hooks whose `after` lists form a cycle")
@@ -60,18 +60,33 @@ CHAIN_CYCLE = Rule("CL045", "chain-cycle", "error", "Chains that call each other
 HOOK_ACTION = Rule("CL046", "hook-action", "error", "A hook with no action, set or cancel, or with options that do not fit its trigger")
 
 # -- control flow: repeat (CL050-CL052) --
+REPEAT_MAX = Rule("CL050", "repeat-max", "error", "A repeat without max, or with a max out of range")
+REPEAT_BUDGET = Rule("CL051", "repeat-budget", "error", "A repeat whose worst case (max passes of its body) exceeds limits.max_steps")
+LOOP_REF = Rule("CL052", "loop-ref", "error", "A loop.NAME that the repeat's state does not declare, or loop outside a repeat")
 
 # -- control flow: try/catch/finally, fail, switch (CL053-CL055) --
+FLOW_SHAPE = Rule("CL053", "flow-shape", "error", "A try, switch or fail step written wrongly: catch/finally without try, an empty try, a switch without cases")
+SWITCH_CASE_NEVER = Rule("CL054", "switch-case-never", "error", "A switch case that cannot match: the value is an enum without it")
+SWITCH_UNCOVERED = Rule("CL055", "switch-uncovered", "warning", "A switch on an enum with a value that no case covers and no default")
 
 # -- retry by error type (CL056-CL057) --
+BAD_RETRY_ON = Rule("CL056", "bad-retry-on", "error", "A `retry.on` that is not a non-empty list of error types")
+RETRY_ON_NEVER = Rule("CL057", "retry-on-never", "warning", "A `retry.on` type that is never retried, or looks misspelt")
 
 # -- error: hook triggers (CL058-CL059) --
+ERROR_HOOK_NEVER_FIRES = Rule("CL058", "error-hook-never-fires", "error", "An error: hook on events that cannot fail (external events have no tool)")
 
 # -- triggers in chain files (CL060-CL063) --
+TRIGGER_CRON = Rule("CL060", "trigger-cron", "error", "A cron trigger that does not parse, never fires, or names an unknown time zone")
+TRIGGER_EVENT = Rule("CL061", "trigger-event", "error", "An event trigger on an event that is neither declared nor a tool")
+TRIGGER_INPUTS = Rule("CL062", "trigger-inputs", "error", "A trigger whose inputs or payload cannot fill the chain's inputs")
+BAD_TRIGGER = Rule("CL063", "bad-trigger", "error", "A trigger that is not one cron or one event, or has options that do not fit it")
 
 # -- computed indexes (CL064-CL065) --
 
 # -- secrets kept out of prompts (CL066-CL067) --
+SECRET_FLOW = Rule("CL066", "secret-flow", "error", "A secret flows into a model prompt or user.notify without expose")
+BAD_EXPOSE = Rule("CL067", "bad-expose", "error", "An expose naming no declared secret (an error), or one no flow needs (a warning)")
 
 ALL_RULES: tuple[Rule, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Rule)

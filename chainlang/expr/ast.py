@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ __all__ = [
     "Name",
     "Index",
     "Key",
+    "Computed",
     "Segment",
     "Unary",
     "Not",
@@ -46,6 +48,8 @@ __all__ = [
     "iter_nodes",
     "iter_refs",
     "iter_template_refs",
+    "computed_positions",
+    "ref_prefix",
     "depth",
     "dump",
     "unparse",
@@ -98,7 +102,20 @@ class Key:
     end: int = 0
 
 
-Segment = Union[Name, Index, Key]
+@dataclass(frozen=True, slots=True)
+class Computed:
+    """``[expr]`` whose index is computed: ``jokes[best.result.id]``,
+    ``rows[loop.pass - 1]``. At run time ``expr`` must give a whole number (a
+    list index) or a string (an object key); null gives null. A literal index
+    is never a ``Computed``: ``[0]`` is an :class:`Index`, ``['k']`` a
+    :class:`Key`. The span covers the brackets."""
+
+    expr: Expr
+    start: int = 0
+    end: int = 0
+
+
+Segment = Union[Name, Index, Key, Computed]
 
 
 # ---------------------------------------------------------------- expressions
@@ -140,8 +157,13 @@ class Ref(Expr):
         return first.name
 
     def dotted(self) -> str:
-        """The path as text (``a.b[0]['k']``)."""
+        """The path as text (``a.b[0]['k']``, ``a[(i) + (1)]``)."""
         return _path_text(self.segments)
+
+    @property
+    def computed(self) -> bool:
+        """Has the path a computed index (``a[b.c]``)?"""
+        return any(type(s) is Computed for s in self.segments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,17 +250,39 @@ class Filter(Expr):
 def children(expr: Expr) -> tuple[Expr, ...]:
     """The direct sub-expressions of a node, in source order."""
     cls = type(expr)
-    if cls is Literal or cls is Ref:
+    if cls is Literal:
         return ()
+    if cls is Ref:
+        return _computed_exprs(expr.segments)  # type: ignore[attr-defined]
+    if cls is Subscript:
+        return (expr.operand, *_computed_exprs(expr.segments))  # type: ignore[attr-defined]
     if cls is Binary or cls is Compare or cls is BoolOp:
         return (expr.left, expr.right)  # type: ignore[attr-defined]
     if cls is Filter:
         return (expr.operand, *expr.args)  # type: ignore[attr-defined]
-    if cls is Unary or cls is Not or cls is Subscript:
+    if cls is Unary or cls is Not:
         return (expr.operand,)  # type: ignore[attr-defined]
     if cls is ListLit:
         return expr.items  # type: ignore[attr-defined,no-any-return]
     raise TypeError(f"not an expression node: {expr!r}")
+
+
+def _computed_exprs(segments: tuple[Segment, ...]) -> tuple[Expr, ...]:
+    return tuple(s.expr for s in segments if type(s) is Computed)
+
+
+def computed_positions(segments: tuple[Segment, ...]) -> tuple[int, ...]:
+    """Where a path has computed indexes (positions in ``segments``)."""
+    return tuple(i for i, s in enumerate(segments) if type(s) is Computed)
+
+
+@lru_cache(maxsize=4096)
+def ref_prefix(ref: Ref, k: int) -> Ref:
+    """The reference made of the first ``k`` segments of ``ref`` (the value a
+    computed index at position ``k`` indexes). The same object for the same
+    ``ref`` and ``k``, so that a checker can record its type by identity."""
+    segments = ref.segments[:k]
+    return Ref(segments, ref.start, segments[-1].end)
 
 
 def iter_nodes(expr: Expr) -> Iterator[Expr]:
@@ -289,6 +333,8 @@ def dump(expr: Expr | Segment) -> str:
         return f"Name({expr.name!r})@{expr.start}:{expr.end}"
     if isinstance(expr, (Index, Key)):
         return f"{type(expr).__name__}({_typed(expr.value)})@{expr.start}:{expr.end}"
+    if isinstance(expr, Computed):
+        return f"Computed({dump(expr.expr)})@{expr.start}:{expr.end}"
     cls = type(expr)
     span = f"@{expr.start}:{expr.end}"
     if cls is Literal:
@@ -344,6 +390,8 @@ def _path_text(segments: tuple[Segment, ...]) -> str:
             out.append(seg.name if i == 0 else "." + seg.name)
         elif isinstance(seg, Index):
             out.append(f"[{seg.value}]")
+        elif isinstance(seg, Computed):
+            out.append(f"[{unparse(seg.expr)}]")
         else:
             out.append(f"[{_quote(seg.value)}]")
     return "".join(out)

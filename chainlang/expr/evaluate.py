@@ -35,6 +35,11 @@ Semantics (the language contract §4, decided details):
   ``json``, templates) hold at most 1,000,000 characters/items (``limit``).
 * Paths on computed values (``(x | keys)[0]``) walk like references: a
   missing key or index gives null.
+* A computed index (``x[expr]``) must give a whole number (``2.0`` counts as
+  ``2``) or a string; null gives null; a boolean, list, object or fraction is
+  a ``type`` error, and so is a string into a list or a number into an object
+  (a literal segment that does not fit gives null). The caller's resolver
+  walks a reference's computed indexes with ``walk_path(value, rest, resolve)``.
 """
 
 from __future__ import annotations
@@ -227,7 +232,7 @@ def _c_subscript(e: Subscript) -> Callable[[Resolver], Any]:
     segments = e.segments
 
     def subscript(r: Resolver) -> Any:
-        return walk_path(operand(r), segments)
+        return walk_path(operand(r), segments, r)
 
     return subscript
 

@@ -43,6 +43,7 @@ from chainlang.expr.ast import (
     Binary,
     BoolOp,
     Compare,
+    Computed,
     Expr,
     Filter,
     Index,
@@ -263,19 +264,24 @@ class Builder:
         tok = c[1]
         return Name(str(tok.value), tok.start_pos, tok.end_pos)
 
-    def seg_index(self, c: list[Any]) -> Index:
-        tok = c[1]
-        value = _number(tok)
-        if not isinstance(value, int):
-            raise ExprSyntaxError(
-                f"index {tok.value} is not a whole number",
-                tok.start_pos,
-                "indexes are whole numbers: x[0], x[-1]",
-            )
-        return Index(value, c[0].start_pos, c[2].end_pos)
-
-    def seg_key(self, c: list[Any]) -> Key:
-        return Key(_unquote(c[1]), c[0].start_pos, c[2].end_pos)
+    def seg_bracket(self, c: list[Any]) -> Index | Key | Computed:
+        """``[0]`` and ``[-1]`` are indexes, ``['k']`` keys; any other
+        expression is a computed index (LANGUAGE.md §4)."""
+        inner: Expr = c[1]
+        start, end = c[0].start_pos, c[2].end_pos
+        if type(inner) is Literal:
+            value = inner.value
+            if type(value) is int:
+                return Index(value, start, end)
+            if type(value) is str:
+                return Key(value, start, end)
+            if type(value) is float:
+                raise ExprSyntaxError(
+                    f"index {value!r} is not a whole number",
+                    inner.start,
+                    "indexes are whole numbers: x[0], x[-1]",
+                )
+        return Computed(inner, start, end)
 
     def subscript(self, c: list[Any]) -> Expr:
         operand = c[0]
@@ -387,8 +393,6 @@ def _expected(terms: set[str]) -> str:
         return "a value"
     if "NAME" in terms and "NUMBER" not in terms and "LPAR" not in terms:
         return "a name" if "TRUE" in terms else "a filter name"
-    if terms == {"NUMBER", "STRING"}:
-        return "an index: a whole number or a quoted key"
     parts = []
     if "PLUS" in terms or "VBAR" in terms or "AND_L" in terms:
         parts.append("an operator")
@@ -417,14 +421,14 @@ def _unexpected(tok: Tok, sstack: list[int], prev: Tok | None) -> ExprSyntaxErro
         hint = f"operators are written in lower case: '{tok.value.lower()}'"
     elif t == "LPAR" and prev_t == "NAME" and operator_position:
         hint = "there are no function calls; apply a filter instead: value | name(args)"
+    elif t == "RSQB" and prev_t == "LSQB":
+        hint = "write the index between the brackets: x[0], x[-1], x['key'] or x[expression]"
     elif t == "RBRACE" and prev_t == "LBRACE":
         hint = "there are no object literals; braces only group an expression: {a.b}"
     elif t == "NUMBER" and prev_t == "DOT":
         hint = "index lists with brackets: x[0]"
     elif t in _RESERVED and "NAME" in terms:
         hint = f"'{tok.value}' is a reserved word; it cannot start a reference"
-    elif t in _OPERAND_START and terms == {"NUMBER", "STRING"}:
-        hint = "indexes are literal: x[0], x[-1] or x['key']"
     elif t in _OPERAND_START and operator_position:
         hint = "is an operator missing?"
     return ExprSyntaxError(message, tok.start_pos, hint)

@@ -23,6 +23,7 @@ from chainlang.expr.ast import (
     Binary,
     BoolOp,
     Compare,
+    Computed,
     Expr,
     Filter,
     Index,
@@ -34,6 +35,7 @@ from chainlang.expr.ast import (
     Segment,
     Subscript,
     Unary,
+    ref_prefix,
 )
 from chainlang.expr.operators import (
     OpFailure,
@@ -323,6 +325,10 @@ def path_type(t: Type, segments: Sequence[Segment]) -> Type | None:
 
 
 def _step(t: Type, seg: Segment) -> Type | None:
+    if isinstance(seg, Computed):  # x[expr]: any item of a list, any value of an object
+        from chainlang.expr.index_types import computed_step
+
+        return computed_step(t)
     if isinstance(seg, Index):
         # the index may be out of range: null then
         return union(t.item, NULL) if isinstance(t, Array) else None
@@ -385,11 +391,20 @@ class _Checker:
         assert failure is not None
         raise failure
 
+    def indexes(self, segments: tuple[Segment, ...], container: Callable[[int], Type | None]) -> None:
+        """Type the computed indexes of a path (x[expr]) and report what is certainly wrong."""
+        from chainlang.expr.index_types import index_problems
+
+        for message, seg in index_problems(segments, lambda seg: self.visit(seg.expr), container):
+            self.report("type", message, seg.start, seg.end)
+
     def visit(self, e: Expr) -> Type:
         cls = type(e)
         if cls is Literal:
             return type_of_value(e.value)  # type: ignore[attr-defined]
         if cls is Ref:
+            if e.computed:  # type: ignore[attr-defined]
+                self.indexes(e.segments, lambda k: self.ref_type(ref_prefix(e, k)))  # type: ignore[attr-defined]
             t = self.ref_type(e)  # type: ignore[arg-type]
             return NULL if t is None else t
         if cls is ListLit:
@@ -397,7 +412,9 @@ class _Checker:
             return Array(union(*items)) if items else Array(ANY)
         if cls is Subscript:
             s: Subscript = e  # type: ignore[assignment]
-            t = path_type(self.visit(s.operand), s.segments)
+            operand = self.visit(s.operand)
+            self.indexes(s.segments, lambda k: path_type(operand, s.segments[:k]))
+            t = path_type(operand, s.segments)
             return NULL if t is None else t
         if cls is Unary:
             operand = self.visit(e.operand)  # type: ignore[attr-defined]

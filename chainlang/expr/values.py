@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from chainlang.expr.ast import Index, Name, Segment
+from chainlang.expr.ast import Computed, Index, Name, Segment
 from chainlang.expr.errors import ExprEvalError
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "to_text",
     "to_json",
     "walk_path",
+    "index_value",
     "contains_value",
     "DataResolver",
 ]
@@ -151,15 +152,26 @@ def to_text(value: Any) -> str:
     return to_json(value)
 
 
-def walk_path(value: Any, segments: Iterable[Segment]) -> Any:
+def walk_path(value: Any, segments: Iterable[Segment], resolve: Any = None) -> Any:
     """Walk a JSON value along path segments: ``.name`` and ``['key']`` index
     objects, ``[n]`` indexes lists (negative ``n`` counts from the end). A
     missing key, an out-of-range index or a segment that does not fit the
     value (a key on a list, an index on an object or a string) gives
-    ``None``."""
+    ``None``.
+
+    A computed index (``[expr]``) is evaluated with ``resolve`` (the
+    evaluator's resolver) and then walks as the literal index would, except
+    that its kind must fit the value: a string into a list or a number into an
+    object is a ``type`` error (see :func:`index_value`)."""
     for seg in segments:
         if value is None:
             return None
+        if type(seg) is Computed:
+            index = computed_index(seg, resolve)
+            if index is None:
+                return None
+            value = step_computed(value, index, seg)
+            continue
         if type(seg) is Index:
             if isinstance(value, (list, tuple)):
                 i = seg.value
@@ -174,6 +186,69 @@ def walk_path(value: Any, segments: Iterable[Segment]) -> Any:
         else:
             return None
     return value
+
+
+def index_value(value: Any, start: int, end: int) -> int | str | None:
+    """The index a computed ``[expr]`` gave: a whole number (``2.0`` counts as
+    ``2``), a string, or None for null (the path then gives null, as a missing
+    key does). Anything else is a ``type`` error."""
+    t = type(value)
+    if t is int or t is str or value is None:
+        return value  # type: ignore[no-any-return]
+    kind = kind_of(value)
+    if kind == "number":
+        if value == int(value):
+            return int(value)
+        raise ExprEvalError("type", f"the index {value!r} is not a whole number; make it one: x[i | int]",
+                            start, end)
+    if kind == "string":
+        return str(value)
+    raise ExprEvalError(
+        "type", f"an index must be a whole number (into a list) or a string (into an object), not {_a(kind)}",
+        start, end,
+    )
+
+
+def computed_index(seg: Computed, resolve: Any) -> int | str | None:
+    """Evaluate a computed index with the evaluator's resolver."""
+    if resolve is None:  # a caller walked a computed path without a resolver: a bug
+        raise ExprEvalError("reference", "a computed index needs a resolver (internal error)",
+                            seg.start, seg.end)
+    from chainlang.expr.evaluate import evaluate
+
+    return index_value(evaluate(seg.expr, resolve), seg.start, seg.end)
+
+
+def step_computed(value: Any, index: int | str, seg: Computed) -> Any:
+    """One computed index into ``value``: out of range or a missing key gives
+    None; a string into a list or a number into an object is a ``type``
+    error (a literal segment would silently give null: a computed one usually
+    means a value of the wrong kind, like an id ``"2"`` read as text)."""
+    if isinstance(value, (list, tuple)):
+        if type(index) is str:
+            raise ExprEvalError(
+                "type", f"a list is indexed by a whole number, not by the string {_show(index)}; "
+                "convert it: x[i | int]", seg.start, seg.end,
+            )
+        assert type(index) is int
+        n = len(value)
+        return value[index] if -n <= index < n else None
+    if isinstance(value, dict):
+        if type(index) is not str:
+            raise ExprEvalError(
+                "type", f"an object is indexed by a string key, not by the number {index}; "
+                "convert it: x[i | string]", seg.start, seg.end,
+            )
+        return value.get(index)
+    return None
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _show(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:39] + "…")
 
 
 class DataResolver:
@@ -193,5 +268,5 @@ class DataResolver:
         value = self.data.get(first.name if isinstance(first, Name) else first.value)
         if len(segments) == 1:
             return value
-        return walk_path(value, segments[1:])
+        return walk_path(value, segments[1:], self)
 

@@ -118,7 +118,7 @@ class Decide:
 
 @dataclass(slots=True)
 class HookFired:
-    """A hook's condition held (§6.1): `when` is pre or post, `step` the step path of the
+    """A hook's condition held (§6.1): `when` is pre, post or error, `step` the step path of the
     event (none for an emitted external event), `trigger` the hook's trigger as written."""
 
     TYPE: ClassVar[str] = "hook_fired"

@@ -127,7 +127,7 @@ def cursor_context(lines: Sequence[str], row: int, col: int) -> Cursor:
         if key == "event" and EVENT_CHARS.fullmatch(value):
             return Cursor("event", value, frames)
         if key == "trigger":
-            t = re.fullmatch(r"(pre|post):([a-z0-9_.*?]*)", value)
+            t = re.fullmatch(r"(pre|post|error):([a-z0-9_.*?]*)", value)
             if t:
                 return Cursor("event", t[2], frames)
         return Cursor("", "", frames)

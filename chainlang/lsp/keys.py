@@ -8,7 +8,8 @@ from functools import cache
 from typing import Any
 
 # step forms, by the key that selects the form (as the schema's `mappingStep` does)
-STEP_FORMS = {"event": "eventStep", "parallel": "parallelStep", "steps": "stepsBlock", "then": "ifBlock"}
+STEP_FORMS = {"event": "eventStep", "parallel": "parallelStep", "steps": "stepsBlock", "then": "ifBlock", "repeat": "repeatStep",
+              "try": "tryBlock", "switch": "switchBlock", "fail": "failStep"}
 
 
 @cache

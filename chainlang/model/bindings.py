@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 BindingKind = Literal["latest", "path", "id", "input", "run", "loop", "thread", "secret", "payload", "event",
-                      "captured"]
+                      "captured", "live"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,8 @@ class Binding:
     - `id`: the step with id `name`;
     - `input`, `run`: the chain's inputs / the run's facts;
     - `loop`: the loop variable `name`; `thread`, `payload`, `event`: hooks and threads;
+    - `live`: the run as it stands (`run.status`, `run.duration_ms`, `run.failures`: `name`),
+      read when evaluated (chainlang.runtime.live_run);
     - `secret`: the declared secret `name` (LANGUAGE.md §16, chainlang.runtime.secret_refs);
     - `captured`: in a stored hook or task, a value of the registering chain captured when
       it registered it (`name` is the reference as written, `tools.now.date`).

@@ -12,9 +12,13 @@ from typing import Any
 
 from chainlang.diagnostics import rules
 from chainlang.diagnostics import DiagnosticSink, Rule
-from chainlang.durations import DURATION_HINT, MAX_DURATION, parse_duration
+from chainlang.durations import DURATION_HINT, MAX_DURATION, MAX_DURATION_TEXT, parse_duration
 from chainlang.expr import ExprSyntaxError, parse_expression, parse_template
 from chainlang.load.loader import AnyNode, MapNode, ScalarNode, SeqNode
+from chainlang.model.build_retry import read_retry_options
+from chainlang.model.build_flow import FLOW_FORMS, FLOW_KEYS, build_flow, orphan_form
+from chainlang.model.build_loops import REPEAT_KEYS, build_repeat
+from chainlang.model.build_triggers import build_triggers
 from chainlang.model.nodes import (
     BlockStep,
     Chain,
@@ -43,22 +47,23 @@ EVENT_GLOB = re.compile(r"^[a-z0-9_*?\[\]!-]+(?:\.[a-z0-9_*?\[\]!-]+)*$")
 
 # Names a step id may not take: roots of references and words of the expression language.
 RESERVED_NAMES = frozenset(
-    "inputs item run thread secrets event result status error params duration_ms "
+    "inputs item run thread secrets event result status error params duration_ms loop "
     "true false null and or not in contains matches startswith endswith".split()
 )
 
-TOP_KEYS = ("chainlang", "chain", "description", "inputs", "steps", "hooks", "outputs", "limits", "allow", "events")
+TOP_KEYS = ("chainlang", "chain", "description", "inputs", "steps", "hooks", "outputs", "limits", "allow", "events",
+            "triggers")
 HOOKS_FILE_KEYS = ("chainlang", "description", "events", "hooks")
 COMMON_KEYS = ("id", "if", "foreach", "as", "max_parallel", "timeout", "on_error", "description")
-EVENT_KEYS = COMMON_KEYS + ("event", "params", "decide", "retry")
+EVENT_KEYS = COMMON_KEYS + ("event", "params", "decide", "retry", "expose")
 PARALLEL_KEYS = COMMON_KEYS + ("parallel",)
 STEPS_KEYS = COMMON_KEYS + ("steps",)
 IF_KEYS = COMMON_KEYS + ("then", "else")
-ALL_STEP_KEYS = frozenset(EVENT_KEYS + PARALLEL_KEYS + STEPS_KEYS + IF_KEYS)
+ALL_STEP_KEYS = frozenset(EVENT_KEYS + PARALLEL_KEYS + STEPS_KEYS + IF_KEYS + FLOW_KEYS + REPEAT_KEYS)
 HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "cancel", "set", "mode", "max", "max_depth",
              "on_error", "description")
 LIMIT_KEYS = ("max_steps", "max_depth", "timeout", "max_parallel", "max_model_calls", "max_tokens")
-RETRY_KEYS = ("attempts", "delay", "backoff", "max_delay")
+RETRY_KEYS = ("attempts", "delay", "backoff", "max_delay", "on", "jitter")
 EVENT_DECL_KEYS = ("description", "payload")
 ON_ERROR = ("fail", "continue", "break")
 HOOK_MODES = ("parallel", "queued", "single", "restart")
@@ -179,7 +184,8 @@ class ModelBuilder:
                 self.error(rules.BAD_DURATION, f"{what}: '{node.value}' is not a duration", node, DURATION_HINT)
                 return None
             if seconds <= 0 or seconds > MAX_DURATION:
-                self.error(rules.BAD_DURATION, f"{what}: '{node.value}' is out of range (more than 0, at most 7d)", node)
+                self.error(rules.BAD_DURATION, f"{what}: '{node.value}' is out of range (more than 0, at most {MAX_DURATION_TEXT})", node,
+                           "a longer wait belongs to a scheduled task (task.schedule)" if seconds > 0 else None)
                 return None
             return seconds
         if isinstance(node, ScalarNode) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
@@ -326,7 +332,9 @@ class ModelBuilder:
 
     def mapping_step(self, node: MapNode, path: str) -> Step:
         has = node.index.__contains__
-        forms = [k for k in ("event", "parallel", "steps", "then") if has(k)]
+        forms = [k for k in ("event", "parallel", "steps", "then", "repeat") + FLOW_FORMS if has(k)]
+        if not forms and (meant := orphan_form(self, node)) is not None:  # catch: without try: (model/build_flow.py)
+            forms = [meant]
         if has("else") and not has("then"):
             self.key_error(node, "else", rules.WRONG_TYPE, "'else' without 'then'", "an if block needs if:, then: and optionally else:")
             if not forms:
@@ -353,6 +361,10 @@ class ModelBuilder:
             block = BlockStep(path=path, node=node, parallel=False)
             block.steps = self.steps(node.get("steps"), f"{path}.", "'steps'")
             step, allowed = block, STEPS_KEYS
+        elif form == "repeat":  # model/build_loops.py
+            step, allowed = build_repeat(self, node, path)
+        elif form in FLOW_FORMS:  # try, switch, fail (model/build_flow.py)
+            step, allowed = build_flow(self, node, path, form)
         elif form == "then":
             cond_step = IfStep(path=path, node=node)
             if not has("if"):
@@ -416,6 +428,10 @@ class ModelBuilder:
             step.decide_node = decide if isinstance(decide, ScalarNode) else None
         if node.key_node("retry") is not None:
             step.retry = self.retry(node.get("retry"), node)
+        if node.key_node("expose") is not None:  # §16: the secrets this step may send to a model or user.notify
+            from chainlang.model.build_expose import read_expose
+
+            read_expose(self, step, node.get("expose"))
 
     def params(self, step: EventStep, node: AnyNode | None) -> None:
         if node is None:
@@ -468,6 +484,7 @@ class ModelBuilder:
             else:
                 retry.backoff = float(value)
         retry.max_delay = self.duration(node.get("max_delay"), "retry max_delay")
+        read_retry_options(self, node, retry)  # on, jitter (model/build_retry.py)
         return retry
 
     def common(self, step: StepBase, node: MapNode, skip_if: bool = False) -> None:
@@ -611,10 +628,11 @@ class ModelBuilder:
         if not acts and not rejected:
             self.error(rules.HOOK_ACTION, "this hook does nothing", node,
                        "give it an action: (steps), or for pre: hooks set: {param: value} or cancel: true")
-        if phase == "post":
+        if phase in ("post", "error"):
+            why = "the event has already run" if phase == "post" else "an error: hook cannot undo the failure"
             for key in ("cancel", "set"):
                 if node.key_node(key) is not None:
-                    self.key_error(node, key, rules.HOOK_ACTION, f"'{key}' only works on pre: hooks (the event has already run)",
+                    self.key_error(node, key, rules.HOOK_ACTION, f"'{key}' only works on pre: hooks ({why})",
                                    f"use trigger: pre:{hook.trigger.pattern if hook.trigger else 'EVENT'}")
         if hook.cancel and (hook.action or hook.set):
             self.key_error(node, "cancel", rules.HOOK_ACTION, "a hook that cancels the event cannot also set params or run an action")
@@ -623,10 +641,11 @@ class ModelBuilder:
 
     def trigger(self, node: ScalarNode, text: str) -> Trigger | None:
         phase, sep, pattern = text.partition(":")
-        if not sep or phase not in ("pre", "post"):
+        if not sep or phase not in ("pre", "post", "error"):
             guess = "post:" + text if not sep and EVENT_GLOB.match(text) and ("." in text or "*" in text) else None
-            self.error(rules.HOOK_TRIGGER, f"trigger '{text}' must be pre:EVENT or post:EVENT", node,
-                       f"did you mean '{guess}'?" if guess else "the phase is pre (before the event) or post (after it)")
+            self.error(rules.HOOK_TRIGGER, f"trigger '{text}' must be pre:EVENT, post:EVENT or error:EVENT", node,
+                       f"did you mean '{guess}'?" if guess else
+                       "the phase is pre (before the event), post (after it ends ok) or error (after it fails)")
             return None
         pattern = pattern.strip()
         if not EVENT_GLOB.match(pattern) or "." not in pattern and "*" not in pattern:
@@ -793,6 +812,7 @@ def build_chain(root: AnyNode | None, source: SourceFile, sink: DiagnosticSink, 
     chain.limits = builder.limits(root.get("limits"))
     chain.allow = builder.allow(root.get("allow"))
     builder.events(root.get("events"), chain)
+    chain.triggers = build_triggers(builder, root.get("triggers"))
     return chain
 
 

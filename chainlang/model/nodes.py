@@ -73,6 +73,8 @@ class Retry:
     delay: float = 0.0
     backoff: float = 1.0
     max_delay: float | None = None
+    on: tuple[str, ...] | None = None  # the error types retried; None: every failure a tool or timeout can retry
+    jitter: bool = False  # spread the waits (deterministically: runtime/retry_policy.py)
 
 
 @dataclass(slots=True)
@@ -103,6 +105,9 @@ class EventStep(StepBase):
     decide: str | None = None
     decide_node: ScalarNode | None = None
     retry: Retry | None = None
+    # `expose: [NAME]` (§16): the secrets this step may send to a model or user.notify, with their nodes
+    expose: list[tuple[str, ScalarNode]] = field(default_factory=list)
+    expose_node: AnyNode | None = None
 
 
 @dataclass(slots=True)
@@ -120,12 +125,64 @@ class IfStep(StepBase):
     else_: list["Step"] = field(default_factory=list)
 
 
-Step = Union[EventStep, BlockStep, IfStep]
+# try/catch/finally, switch and fail (LANGUAGE.md §2); their child paths: 3.try.1, 3.catch.1,
+# 3.finally.1, 3.case1.1 (cases numbered in file order: a key may hold any character), 3.default.1
+@dataclass(slots=True)
+class TryStep(StepBase):
+    """`try:` steps, `catch:` steps run when one of them failed, `finally:` steps run last,
+    however the block ended."""
+
+    try_: list["Step"] = field(default_factory=list)
+    catch: list["Step"] | None = None  # None: no catch (a failure of try stays a failure)
+    finally_: list["Step"] | None = None
+
+    def branches(self) -> list[tuple[str, list["Step"]]]:
+        """The step lists in the order they may run."""
+        out: list[tuple[str, list[Step]]] = [("try", self.try_)]
+        if self.catch is not None:
+            out.append(("catch", self.catch))
+        if self.finally_ is not None:
+            out.append(("finally", self.finally_))
+        return out
+
+
+@dataclass(slots=True)
+class SwitchCase:
+    key: str  # the case key as text (`1`, `true` compare as their JSON text)
+    node: ScalarNode  # the key as written
+    steps: list["Step"] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SwitchStep(StepBase):
+    """`switch: "{value}"`: the steps of the case whose key equals the value, else `default`."""
+
+    value: Value | None = None
+    cases: list[SwitchCase] = field(default_factory=list)
+    default: list["Step"] | None = None
+
+    def branches(self) -> list[tuple[str, list["Step"]]]:
+        """One list per case (`case1`, ...), then `default`: at most one of them runs."""
+        out: list[tuple[str, list[Step]]] = [(f"case{i + 1}", case.steps) for i, case in enumerate(self.cases)]
+        if self.default is not None:
+            out.append(("default", self.default))
+        return out
+
+
+@dataclass(slots=True)
+class FailStep(StepBase):
+    """`fail: MESSAGE`: ends the chain as failed (error type `fail`, the message templated)."""
+
+    message: Value | None = None
+    message_node: AnyNode | None = None
+
+
+Step = Union[EventStep, BlockStep, IfStep, TryStep, SwitchStep, FailStep]
 
 
 @dataclass(slots=True)
 class Trigger:
-    phase: Literal["pre", "post"]
+    phase: Literal["pre", "post", "error"]
     pattern: str  # an event name or a glob (email.*)
     node: ScalarNode
 
@@ -225,6 +282,7 @@ class Chain:
     limits: Limits = field(default_factory=Limits)
     allow: list[tuple[str, ScalarNode]] | None = None
     events: dict[str, EventDecl] = field(default_factory=dict)
+    triggers: list[Any] = field(default_factory=list)  # model.build_triggers.ChainTrigger (serve starts the chain)
     # what each reference names: set by the checker's scope analysis, compiled into the graph
     bindings: "ChainBindings | None" = None
 
@@ -241,4 +299,7 @@ def walk_steps(steps: list[Step]) -> "list[Step]":
         elif isinstance(step, IfStep):
             stack.extend(reversed(step.else_))
             stack.extend(reversed(step.then))
+        elif isinstance(step, (TryStep, SwitchStep)):
+            for _, branch in reversed(step.branches()):
+                stack.extend(reversed(branch))
     return out

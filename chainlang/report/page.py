@@ -197,7 +197,7 @@ def _statuses(report: RunReport) -> dict[str, str]:
         last[attempt["step"]] = attempt["status"]
     out: dict[str, str] = {}
     for step, status in last.items():
-        node = step.split("/")[0].split("[")[0]
+        node = step.split("/")[0].split("[")[0].split("#")[0]  # 3[0].1, 3#2.1 (a repeat's pass): node 3
         if node not in out or rank.get(status, 0) > rank.get(out[node], 0):
             out[node] = status
     return out

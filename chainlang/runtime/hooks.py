@@ -12,6 +12,7 @@
   not run again; one that fired and did not finish runs again (the steps it finished are
   taken from the transcript); the rest is decided again from recorded data.
 - `fire_external` fires the `post:` hooks of an event that came from outside (`emit`).
+- `error:` hooks fire through `fire_post` too, when a step ends failed (runtime/error_hooks.py).
 """
 
 from __future__ import annotations
@@ -96,18 +97,22 @@ async def fire_pre(chain: "ChainRun", hooks: tuple["CompiledHook", ...], step: S
 
 
 def fire_post(chain: "ChainRun", hooks: tuple["CompiledHook", ...], event: str, path: str | None,
-              params: Any, result: Any, *, payload: Any = None, external: bool = False) -> None:
+              params: Any, result: Any, *, payload: Any = None, external: bool = False,
+              event_data: dict[str, Any] | None = None, when: str = "post") -> None:
     """The `post:` hooks of an event that ended ok: each whose condition holds starts its
-    action beside the chain (as its mode allows)."""
+    action beside the chain (as its mode allows). The `error:` hooks of a failed step fire
+    the same way (`when` "error", with their own `payload` and `event_data`:
+    runtime/error_hooks.py)."""
     run = chain.run
     actions = run.actions
     if actions is None:  # a run without post hooks in force: the runner made none
-        raise RuntimeError("post hooks fired in a run that has no HookActions")
-    if external:
-        event_data = {"name": event, "params": payload, "result": payload, "data": payload, "payload": payload}
-    else:
-        payload = result
-        event_data = {"name": event, "params": params, "result": result, "payload": result}
+        raise RuntimeError(f"{when} hooks fired in a run that has no HookActions")
+    if event_data is None:  # error: hooks give theirs whole
+        if external:
+            event_data = {"name": event, "params": payload, "result": payload, "data": payload, "payload": payload}
+        else:
+            payload = result
+            event_data = {"name": event, "params": params, "result": result, "payload": result}
     shared = HookContext(payload, event_data)
     replay = run.replay
     for hook in hooks:
@@ -118,18 +123,18 @@ def fire_post(chain: "ChainRun", hooks: tuple["CompiledHook", ...], event: str, 
         again = replay is not None and key in replay.hooks_fired
         if not again:
             scope = hook_scope(chain, hook, context)
-            held = holds(chain, hook, scope, event, path, "post")
+            held = holds(chain, hook, scope, event, path, when)
             if held is not True:
                 continue
-            if not may_fire(chain, hook, event, path, "post"):
+            if not may_fire(chain, hook, event, path, when):
                 continue
             if hook.mode == "single" and actions.busy(hook.key):
-                dropped(run, hook, "post", event, path, "single",
+                dropped(run, hook, when, event, path, "single",
                         f"hook {hook.key} (mode single) is still running an earlier action")
                 continue
             if hook.mode == "restart":
                 actions.restart(hook.key)
-            fired(run, hook, "post", event, path)
+            fired(run, hook, when, event, path)
         if hook.action is not None:
             actions.start(hook, chain, context, path, event)
 
@@ -269,7 +274,7 @@ class HookActions:
             self.firings.discard(firing)
             if firing.restarted:
                 hook = firing.hook
-                dropped(self.run, hook, "post", firing.event, firing.path, "restart",
+                dropped(self.run, hook, hook.phase, firing.event, firing.path, "restart",
                         f"hook {hook.key} (mode restart) fired again: this action was cancelled")
 
     def _gate(self, hook: "CompiledHook") -> asyncio.Semaphore | None:
@@ -290,7 +295,7 @@ class HookActions:
             else:
                 status, error = await run_firing(chain, hook, context, firing.path)
             if status == "failed" and hook.on_error == "fail":
-                self.halt(error_of("hook", f"post hook {hook.key} (after step {firing.path or firing.event}) "
+                self.halt(error_of("hook", f"{hook.phase} hook {hook.key} (after step {firing.path or firing.event}) "
                                            f"failed: {(error or {}).get('message', '')}", hook=hook.key,
                                    **({"step": firing.path} if firing.path else {})))
         except asyncio.CancelledError:

@@ -168,6 +168,11 @@ def open_run(spec: RunSpec, host: RunHost) -> OpenRun:
         facts=facts, max_steps=spec.max_steps if spec.max_steps is not None else graph.max_steps, replay=spec.replay, notify=host.notify, load_chain=spec.loader,
         hooks=spec.hooks, project=spec.root, base_registry=spec.loader.registry, steps_run=spec.steps_run,
     )
+    from chainlang.runtime.secret_guard import secret_guard
+
+    guard = secret_guard(spec.registry)  # §16: no secret reaches a model or user.notify unexposed
+    if guard is not None:
+        state.interceptors += (guard,)
     if host.executor is not None:
         state.executor = host.executor
     if host.run_written is not None:
@@ -213,7 +218,10 @@ async def drive(run: OpenRun, body: Body, *, shape: Callable[[RunEnd], RunEnd] |
     from chainlang.journal.records import RunFinished
     from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked
 
+    from chainlang.runtime import live_run
+
     actions = run.actions
+    live = live_run.enter(run)  # run.status, run.duration_ms, run.failures; a finally's interruption test
 
     def finish(end: RunEnd) -> RunEnd:
         if shape is not None:
@@ -242,6 +250,7 @@ async def drive(run: OpenRun, body: Body, *, shape: Callable[[RunEnd], RunEnd] |
             raise
         return finish(RunEnd(status, outputs, error))
     finally:
+        live_run.leave(live)
         run.close()
 
 

@@ -41,6 +41,8 @@ class StepInfo:
     chain: str | None  # the chain's name
     file: str  # the chain's file
     step_id: str | None = None  # the step's `id`, when the pipeline gives it (threads record it as a named value)
+    expose: tuple[str, ...] = ()  # the secrets the step may send to a model or user.notify (§16)
+    decide_model: bool = False  # its `decide` is text for the decide model (its params go there)
 
 
 class Interceptor(Protocol):

@@ -115,7 +115,7 @@ def ms_since(start: float) -> float:
 
 
 def seconds(value: float) -> str:
-    return f"{value:g}s"
+    return f"{value:.10g}s"  # never 1.2096e+06s: a timeout may last up to a year
 
 
 def short(text: str, limit: int) -> str:

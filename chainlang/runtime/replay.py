@@ -8,11 +8,11 @@ go on retrying, or started without an end (run again if that is safe, else stop 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chainlang.journal.records import Decide, HookFinished, ModelCall, StepFinished, StepStarted
 from chainlang.runtime.outcomes import ResumeBlocked
-from chainlang.status import retryable
+from chainlang.runtime.retry_policy import tries_again
 
 if TYPE_CHECKING:
     from chainlang.runtime.events import EventRuntime
@@ -26,6 +26,9 @@ class Replay:
     started: dict[str, StepStarted] = field(default_factory=dict)  # step path → its last start
     decisions: dict[str, list[Decide]] = field(default_factory=dict)  # step path → decisions, in order
     clock: dict[str, list[str]] = field(default_factory=dict)  # step path → clock readings
+    # step path → when (the journal's ts) its first clock reading was recorded: the start of a
+    # repeat's delay (chainlang.runtime.loops), whose rest a resume waits
+    clock_at: dict[str, str] = field(default_factory=dict)
     # hook firings by (step path or "" for an emitted event, hook key)
     hooks_fired: set[tuple[str, str]] = field(default_factory=set)
     hooks_finished: dict[tuple[str, str], HookFinished] = field(default_factory=dict)
@@ -43,15 +46,16 @@ class Replay:
         if call.answer is not None:
             self.model_calls.setdefault(call.step, []).append(call)
 
-    def retries_left(self, ipath: str, done: StepFinished) -> bool:
+    def retries_left(self, ipath: str, done: StepFinished, retry: Any = None) -> bool:
         """A failed attempt that was to be retried when the run was interrupted (in the wait
-        before the next attempt): the resume goes on with the next attempt."""
+        before the next attempt): the resume goes on with the next attempt. `retry` is the
+        step's `retry` (its `on` says which error types are tried again)."""
         if done.status != "failed":
             return False
         started = self.started.get(ipath)
         most = started.max_attempts if started is not None else None
         # the live run's own rule (step.py), so a resumed run retries exactly what a live one does
-        return most is not None and done.attempt < most and retryable(done.error)
+        return most is not None and tries_again(retry, done.attempt, done.error, most)
 
     def first_attempt(self, rt: "EventRuntime", ipath: str) -> int:
         """The attempt to start with. An attempt that started and did not finish is run

@@ -173,6 +173,7 @@ def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[st
         if isinstance(rec, Clock):
             if rec.step is not None:
                 replay.clock.setdefault(rec.step, []).append(rec.value)
+                replay.clock_at.setdefault(rec.step, line.envelope.ts)
         elif isinstance(rec, StepFinished) and rec.status != "cancelled":
             # an attempt that ended: its answers were its own; a retry (or a rerun) asks again
             replay.model_calls.pop(rec.step, None)

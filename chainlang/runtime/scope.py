@@ -194,18 +194,22 @@ def _accessor(binding: Binding, ref: Ref) -> Accessor:
     if kind == "id":
         return _step_field(lambda scope: scope.find_id(name), binding.field, rest)
     if kind == "input":
-        return lambda scope: walk_path(scope.inputs, rest) if rest else scope.inputs
+        return lambda scope: walk_path(scope.inputs, rest, scope) if rest else scope.inputs
     if kind == "run":
-        return lambda scope: walk_path(scope.facts, rest) if rest else scope.facts
+        return lambda scope: walk_path(scope.facts, rest, scope) if rest else scope.facts
     if kind == "loop":
-        return lambda scope: walk_path(scope.find_loop(name), rest) if rest else scope.find_loop(name)
+        return lambda scope: walk_path(scope.find_loop(name), rest, scope) if rest else scope.find_loop(name)
     if kind == "captured":
         return lambda scope: None if scope.hook is None else scope.hook.captured.get(name)
     if kind == "payload":
-        return lambda scope: walk_path(scope.hook.payload, rest) if scope.hook is not None else None
+        return lambda scope: walk_path(scope.hook.payload, rest, scope) if scope.hook is not None else None
     if kind == "event":
-        return lambda scope: (None if scope.hook is None else walk_path(scope.hook.event, rest) if rest
+        return lambda scope: (None if scope.hook is None else walk_path(scope.hook.event, rest, scope) if rest
                               else scope.hook.event)
+    if kind == "live":  # run.status, run.duration_ms, run.failures: chainlang.runtime.live_run
+        from chainlang.runtime.live_run import live_accessor
+
+        return live_accessor(name, rest)
     if kind == "secret":  # a declared secret (LANGUAGE.md §16): chainlang.runtime.secret_refs
         from chainlang.runtime.secret_refs import reference as secret
 
@@ -232,7 +236,7 @@ def _step_field(find: Callable[[Scope], Rec | None], field: str, path: tuple[Any
 
         def result(scope: Scope) -> Any:
             rec = find(scope)
-            return None if rec is None else walk_path(rec.result, path)
+            return None if rec is None else walk_path(rec.result, path, scope)
         return result
 
     def other(scope: Scope) -> Any:
@@ -240,5 +244,5 @@ def _step_field(find: Callable[[Scope], Rec | None], field: str, path: tuple[Any
         if rec is None:
             return None
         value = rec.field(field)
-        return walk_path(value, path) if path else value
+        return walk_path(value, path, scope) if path else value
     return other

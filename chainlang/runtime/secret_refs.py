@@ -122,12 +122,17 @@ def _of_value(value: Any) -> set[str]:
 
 def _of_steps(steps: "list[Step]", calls: set[str]) -> set[str]:
     from chainlang.model.nodes import EventStep, IfStep, walk_steps
+    from chainlang.model.build_loops import RepeatStep
 
     names: set[str] = set()
     for step in walk_steps(steps):
         for cond in (step.if_, step.foreach, step.condition if isinstance(step, IfStep) else None):
             if cond is not None:
                 names |= secret_names(cond.expr)
+        if isinstance(step, RepeatStep):  # its until, state and next (model/build_loops.py)
+            names |= secret_names(step.until.expr if step.until is not None else None)
+            for value in (*step.state.values(), *step.next.values()):
+                names |= _of_value(value)
         if isinstance(step, EventStep):
             if step.event:
                 calls.add(step.event)

@@ -7,13 +7,12 @@
 Each stage is a method below; `run` is the pipeline. Every attempt writes `step_started`
 before its event is called and `step_finished` when it ends (§9); a step that ends before
 its call (not allowed, invalid params, skipped by decide, cancelled by an interceptor) is
-recorded as one attempt. Retry waits are delay × backoff^(n-1), at most max_delay.
+recorded as one attempt. Whether to retry and how long to wait: runtime/retry_policy.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -40,16 +39,17 @@ from chainlang.runtime.outcomes import (
     short,
 )
 from chainlang.runtime.scope import Rec, Scope, accessor
+from chainlang.runtime.threads import reading  # thread[EXPR] on Temporal: fetched, then evaluated
 from chainlang.status import (CANCELLED, DECIDE, EXPRESSION, FAILED, LIMIT, OK, PARAMS, RESULT, TIMEOUT, TOOL_ERROR,
-                              UNAVAILABLE, StepStatus, retryable)
+                              UNAVAILABLE, StepStatus)
+from chainlang.runtime.step_error import StepError, error_of_step_error
+from chainlang.runtime.retry_policy import MAX_RETRY_DELAY, retry_delay, tries_again
 from chainlang.journal.values import find_non_json, is_plain_json
 
 if TYPE_CHECKING:
     from chainlang.compile import GraphNode
     from chainlang.runtime.decide import Decision
     from chainlang.runtime.walk import ChainRun
-
-MAX_RETRY_DELAY = 3600.0  # seconds: no wait between two attempts is longer, whatever the backoff
 
 
 class StepPipeline:
@@ -74,10 +74,11 @@ class StepPipeline:
         replay = run.replay
         if replay is not None:
             done = replay.finished.get(ipath)
-            if done is not None and not replay.retries_left(ipath, done):
+            if done is not None and not replay.retries_left(ipath, done, node.retry):
                 self.replayed(node, scope, ipath, done)
                 if done.status == "ok" and self.interceptors:  # post hooks decide again from what was recorded
-                    again = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id)
+                    again = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id, node.expose,
+                            node.decide is not None and node.decide_expr is None)
                     started = replay.started.get(ipath)
                     for interceptor in self.interceptors:
                         await interceptor.after(again, started.params if started else {}, done.result)
@@ -87,14 +88,15 @@ class StepPipeline:
                                       "skipped on resume (--skip)")
                 return
         rt = self.resolve(node, scope, ipath, name)
-        info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id) if self.interceptors else None
+        info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id, node.expose,
+                            node.decide is not None and node.decide_expr is None) if self.interceptors else None
         if info is not None:
             for interceptor in self.interceptors:
                 refused = interceptor.admit(info)
                 if refused is not None:
                     self.fail_early(node, scope, ipath, refused)
         try:
-            params = {key: value.render(scope) for key, value in node.params.items()}
+            params = await reading(lambda: {key: value.render(scope) for key, value in node.params.items()})
             if node.captures:  # what a registered or scheduled action reads of this chain, as it is now
                 run.captured[ipath] = {key: accessor(replace(binding, captured=False), ref)(scope)
                                        for key, binding, ref in node.captures}
@@ -185,8 +187,8 @@ class StepPipeline:
                     scope.record(node.path, name, node.id, Rec("ok", result, None, params, duration))
                     return result
             self.finish(node, scope, ipath, params, start, attempt, error)
-            if attempt < tries and retry is not None and retryable(error):  # resume asks the same (replay.py)
-                await asyncio.sleep(retry_delay(retry, attempt))
+            if tries_again(retry, attempt, error):  # resume asks the same (replay.py)
+                await asyncio.sleep(retry_delay(retry, attempt, run.run_id, ipath))
                 continue
             raise StepFailed(ipath, name, error)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
@@ -239,6 +241,8 @@ class StepPipeline:
             return None, error_of(TOOL_ERROR, tool_message(exc))  # the tool's own: its failure, like any other
         except ToolFailed as exc:  # failed on a Temporal worker, which made the error: kept as it is
             return None, error_of(exc.kind, exc.message)
+        except StepError as exc:  # the tool's own error type (chainlang.StepError)
+            return None, error_of_step_error(exc)
         except BaseException as exc:  # any other exception of a tool is its failure, not the run's end
             return None, error_of(TOOL_ERROR, tool_message(exc))
 
@@ -359,17 +363,6 @@ class StepPipeline:
 
 def _abandoned(watch: Watch) -> dict[str, Any]:
     return {"abandoned": True} if watch.abandoned else {}
-
-
-def retry_delay(retry: Any, attempt: int) -> float:
-    """The wait after failed attempt `attempt`: delay × backoff^(attempt-1), at most max_delay."""
-    try:
-        delay = float(retry.delay) * (float(retry.backoff) ** (attempt - 1))
-    except OverflowError:
-        delay = math.inf
-    if retry.max_delay is not None:
-        delay = min(delay, float(retry.max_delay))
-    return max(0.0, min(delay, MAX_RETRY_DELAY))
 
 
 __all__ = ["MAX_RETRY_DELAY", "StepPipeline", "retry_delay"]

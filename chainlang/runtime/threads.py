@@ -33,7 +33,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
-from chainlang.expr.ast import Index, Key, Name
+from chainlang.expr.ast import Computed, Index, Key, Name, unparse
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import walk_path
 from chainlang.errors import UsageError
@@ -59,6 +59,42 @@ class ThreadReader(Protocol):
 
 
 CURRENT: ContextVar["ThreadReader | None"] = ContextVar("chainlang_thread_link", default=None)
+
+# `thread[EXPR].KEY` on Temporal: the id is known only when EXPR is evaluated, and a workflow
+# reads the store only by an activity (async), while expressions are evaluated synchronously.
+# Where the walker can wait (`reading`), a reference the run's reader does not hold raises
+# ReadAhead; `reading` has the reader fetch it and evaluates again. Elsewhere it is an error.
+READ_AHEAD: ContextVar[bool] = ContextVar("chainlang_thread_read_ahead", default=False)
+MAX_READS_AHEAD = 16  # fetches for one evaluation: each one adds a reference, so this bounds it
+
+
+class ReadAhead(Exception):
+    """A thread reference the run's reader must fetch before the expression can be evaluated."""
+
+    def __init__(self, thread_id: str, rest: tuple[Any, ...]) -> None:
+        super().__init__(thread_id)
+        self.thread_id = thread_id
+        self.rest = rest
+
+
+async def reading(evaluate: Callable[..., Any], *args: Any) -> Any:
+    """`evaluate(*args)`, fetching the thread references it needs first when the run's
+    reader reads ahead (Temporal: by an activity, so a replay gets the same values). On
+    the embedded engine the reader reads the store at once: this is `evaluate(*args)`."""
+    reader = CURRENT.get()
+    fetch = getattr(reader, "fetch", None)
+    if fetch is None:
+        return evaluate(*args)
+    token = READ_AHEAD.set(True)
+    try:
+        for _ in range(MAX_READS_AHEAD):
+            try:
+                return evaluate(*args)
+            except ReadAhead as need:
+                await fetch(need.thread_id, need.rest)
+    finally:
+        READ_AHEAD.reset(token)
+    return evaluate(*args)  # a reference still missing is an error now
 
 
 class ThreadLink:
@@ -172,16 +208,26 @@ def _tail(result: Any, rest: tuple[Any, ...]) -> Any:
 def shown_of(path: tuple[Any, ...]) -> str:
     """A `{thread.ID.KEY}` reference as messages show it (`path`: the segments after `thread`)."""
     return "thread" + "".join(f".{s.name}" if type(s) is Name else f"[{s.value}]" if type(s) is Index
-                              else f"[{s.value!r}]" for s in path)
+                              else f"[{unparse(s.expr)}]" if type(s) is Computed else f"[{s.value!r}]"
+                              for s in path)
 
 
 def reference(path: tuple[Any, ...], start: int, end: int) -> Callable[[Any], Any]:
-    """The accessor of a `{thread.ID.KEY}` reference (`path`: the segments after `thread`)."""
+    """The accessor of a `{thread.ID.KEY}` reference (`path`: the segments after `thread`).
+    `thread[EXPR].KEY` computes the id when it is read: EXPR must give a string."""
     first = path[0] if path else None
-    thread_id = first.name if type(first) is Name else first.value if type(first) is Key else None
+    computed = first if type(first) is Computed else None
+    fixed_id = first.name if type(first) is Name else first.value if type(first) is Key else None
     shown = shown_of(path)
 
+    rest_computed = any(type(s) is Computed for s in path[1:])
+    fixed = computed is None and not rest_computed
+
     def read(scope: Any) -> Any:
+        thread_id = fixed_id if computed is None else _computed_id(computed, scope, shown)
+        rest = path[1:] if not rest_computed else _literal_path(path[1:], scope)
+        if rest is None:  # a computed index gave null: so does the reference
+            return None
         if thread_id is None:
             raise ExprEvalError("reference", f"{shown}: name a thread and a key: thread.ID.KEY (KEY: "
                                 f"{', '.join(FIELDS)}, an event or a named value)", start, end)
@@ -189,11 +235,42 @@ def reference(path: tuple[Any, ...], start: int, end: int) -> Callable[[Any], An
         if link is None:
             raise ExprEvalError("reference", f"{shown}: thread references need the project's store: run the chain "
                                 "with chainlang run", start, end)
-        try:
-            return link.read(thread_id, path[1:], shown)
+        try:  # a computed id or index is shown as it was worked out (the same on a Temporal worker)
+            return link.read(thread_id, rest, shown if fixed else shown_of((Key(thread_id), *rest)))
         except ValueError as exc:
             raise ExprEvalError("reference", str(exc), start, end) from None
     return read
+
+
+def _literal_path(path: tuple[Any, ...], scope: Any) -> tuple[Any, ...] | None:
+    """The path after the thread id with its computed indexes evaluated (`[i]` becomes
+    `[2]` or `['key']`): the store and the Temporal snapshot read literal paths only.
+    None when an index is null."""
+    from chainlang.expr.values import computed_index
+
+    out: list[Any] = []
+    for seg in path:
+        if type(seg) is Computed:
+            index = computed_index(seg, scope)
+            if index is None:
+                return None
+            seg = Index(index, seg.start, seg.end) if isinstance(index, int) else Key(index, seg.start, seg.end)
+        out.append(seg)
+    return tuple(out)
+
+
+def _computed_id(seg: Computed, scope: Any, shown: str) -> str:
+    """The thread id `thread[EXPR]` names: EXPR's value, which must be a string."""
+    from chainlang.expr.evaluate import evaluate
+
+    value = evaluate(seg.expr, scope)
+    if type(value) is not str or not value:
+        from chainlang.expr.values import kind_of
+
+        what = "an empty string" if value == "" else "null" if value is None else f"{kind_of(value)} {value!r}"[:80]
+        raise ExprEvalError("reference", f"{shown}: the thread id must be a non-empty string, got {what}",
+                            seg.start, seg.end)
+    return value
 
 
 # -- attaching a run
@@ -311,7 +388,7 @@ def record(link: ThreadLink, step: StepInfo, result: Any) -> None:
 # -- step ids
 
 
-_ITERATION = re.compile(r"\[\d+\]")
+_ITERATION = re.compile(r"\[\d+\]|#\d+")  # a foreach item (3[0].1) or a repeat's pass (3#2.1)
 
 
 class StepIds:

@@ -25,6 +25,8 @@ from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
 from chainlang.journal.records import StepFinished, StepStarted
 from chainlang.runtime.hooks import HookDispatch
+from chainlang.runtime.flow import FLOW_KINDS, run_flow
+from chainlang.runtime.live_run import LIMIT_DEADLINES
 from chainlang.runtime.interceptors import AllowList
 from chainlang.runtime.outcomes import (
     ChainBroken,
@@ -39,8 +41,11 @@ from chainlang.runtime.outcomes import (
     short,
 )
 from chainlang.runtime.scope import Binder, HookContext, Rec, Scope
+from chainlang.runtime.threads import reading  # thread[EXPR] on Temporal: fetched, then evaluated
 from chainlang.runtime.state import RunState
 from chainlang.runtime.step import StepPipeline
+from chainlang.runtime.loops import run_repeat
+from chainlang.runtime.error_hooks import on_failure
 from chainlang.status import BREAK, BROKEN, FAILED, OK, RunStatus
 
 if TYPE_CHECKING:
@@ -75,7 +80,7 @@ class ChainRun:
         allowed = (AllowList(self.allow),) if self.allow else ()
         fire = (HookDispatch(self),) if self.hooks else ()
         self.interceptors = allowed + run.interceptors + fire
-        self.event = StepPipeline(self)
+        self.event = on_failure(self, StepPipeline(self))  # error: hooks fire when a step fails
 
     async def execute(self) -> tuple[RunStatus, dict[str, Any], dict[str, Any] | None]:
         """Run the steps, then render the outputs: (status, outputs, error). Raises
@@ -85,8 +90,13 @@ class ChainRun:
         try:
             if self.graph.timeout is not None:
                 try:
-                    async with asyncio.timeout(self.graph.timeout):
-                        await self.sequence(self.graph.nodes, self.scope, self.prefix, self.strip)
+                    async with asyncio.timeout(self.graph.timeout) as deadline:
+                        # a finally tells this limit from other cancellations by it (runtime/live_run.py)
+                        token = LIMIT_DEADLINES.set(LIMIT_DEADLINES.get() + (deadline,))
+                        try:
+                            await self.sequence(self.graph.nodes, self.scope, self.prefix, self.strip)
+                        finally:
+                            LIMIT_DEADLINES.reset(token)
                 except TimeoutError:
                     where = (f"chain {self.graph.name}" if self.graph.name
                              else "the run" if self.depth == 0 else f"sub-chain {self.graph.file}")
@@ -101,7 +111,7 @@ class ChainRun:
         outputs: dict[str, Any] = {}
         for name, value in self.graph.outputs.items():
             try:
-                outputs[name] = value.render(self.scope)
+                outputs[name] = await reading(value.render, self.scope)
             except ExprEvalError as exc:
                 outputs[name] = None
                 if status == OK:
@@ -132,13 +142,15 @@ class ChainRun:
     async def node(self, node: GraphNode, scope: Scope, ipath: str) -> None:
         try:
             if node.condition is not None and node.kind != "if":
-                if not truthy(self.evaluate(node, node.condition, scope, "if", ipath)):
+                if not truthy(await reading(self.evaluate, node, node.condition, scope, "if", ipath)):
                     self.skip(node, scope, ipath, "its if is false")
                     return
             if node.foreach is not None:
                 await self.foreach(node, scope, ipath)
             elif node.kind == "event":
                 await self.event(node, scope, ipath)
+            elif node.kind in FLOW_KINDS:  # try, switch, fail: runtime/flow.py
+                await run_flow(self, node, scope, ipath)
             else:
                 await self.block(node, scope, ipath)
         except StepFailed as exc:
@@ -183,6 +195,8 @@ class ChainRun:
         scope.record(node.path, None, node.id, Rec("ok", result, None, None, ms_since(start)))
 
     async def block_body(self, node: GraphNode, scope: Scope, prefix: str, ipath: str) -> Any:
+        if node.kind == "repeat":  # runtime/loops.py
+            return await run_repeat(self, node, scope, ipath)
         if node.kind == "steps":
             await self.sequence(node.children, scope, prefix, node.path)
             return self.last_result(node.children, scope)
@@ -193,7 +207,8 @@ class ChainRun:
             return [self.last_result((child,), sub) for child, sub in zip(node.children, scopes)]
         # if / then / else
         assert node.condition is not None
-        branch = node.children if truthy(self.evaluate(node, node.condition, scope, "if", ipath)) else node.else_
+        holds = truthy(await reading(self.evaluate, node, node.condition, scope, "if", ipath))
+        branch = node.children if holds else node.else_
         await self.sequence(branch, scope, prefix, node.path)
         return self.last_result(branch, scope)
 
@@ -258,7 +273,7 @@ class ChainRun:
 
     async def foreach(self, node: GraphNode, scope: Scope, ipath: str) -> None:
         assert node.foreach is not None
-        items = self.evaluate(node, node.foreach, scope, "foreach", ipath)
+        items = await reading(self.evaluate, node, node.foreach, scope, "foreach", ipath)
         if not isinstance(items, list):
             raise StepFailed(ipath, node.event, error_of(
                 "foreach", f"foreach `{short(node.foreach_text or '', 80)}` (line {node.line}) gave "

@@ -20,7 +20,8 @@ Routes:
   for GET requests only.
 
 Before any route (chainlang.serve.guard): a `Host` that is not serve's (421), a POST from a
-page of another origin (403), the token (401); then, before the body is read, a body that is
+page of another origin (403), the token (401; an event with a key of its own, `[serve.events.NAME]`,
+takes that key only: 401 without one, 403 with another, chainlang.serve.event_keys); then, before the body is read, a body that is
 not `application/json` in UTF-8 (415) or declares more than MAX_BODY bytes (413). The body
 must arrive within `[serve] body_timeout` (408, and the connection closes).
 
@@ -55,7 +56,8 @@ _MAX_DEPTH = 64
 
 
 def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hosts: Hosts | None = None,
-             body_timeout: float = 10.0, connections: "ConnectionLimit | None" = None) -> "web.Application":
+             body_timeout: float = 10.0, connections: "ConnectionLimit | None" = None,
+             event_tokens: dict[str, str] | None = None) -> "web.Application":
     """serve's routes; `hosts`: the names a Host may give (default: a loopback serve's);
     `connections`: the limit serve listens with (told when a request's headers are in)."""
     from aiohttp import web
@@ -85,7 +87,16 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hos
             return refuse(refusal)
         if request.path == "/favicon.ico":  # what a browser asks for on its own, token or not: nothing
             return web.Response(status=204)
-        if expected is not None and not given(request.headers.get("Authorization", "")):
+        keyed = event_tokens and request.match_info.get("name") in event_tokens and request.path.startswith("/events/")
+        if keyed:  # an endpoint with a key of its own: that key only (chainlang.serve.event_keys)
+            from chainlang.serve.event_keys import key_refusal
+
+            refused = key_refusal(request.match_info["name"], event_tokens or {},
+                                  request.headers.get("Authorization", ""))
+            if refused is not None:
+                engine.metrics.rejected.labels(reason="unauthorized").inc()
+                return _json(refused[0], {"error": refused[1]}, headers={"WWW-Authenticate": "Bearer"})
+        elif expected is not None and not given(request.headers.get("Authorization", "")):
             page = request.method == "GET"
             if page and given(f"Bearer {request.cookies.get(COOKIE, '')}"):
                 pass  # a browser that signed in

@@ -89,6 +89,13 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _event_tokens(config: Any, token: str | None) -> dict[str, str]:
+    """`[serve.events.NAME] token_env`: the endpoints with a key of their own (event -> token)."""
+    from chainlang.serve.event_keys import event_tokens
+
+    return event_tokens(config.serve if config is not None else None, token)
+
+
 def _token(config: Any, host: str) -> str | None:
     name = config.serve.token_env if config is not None and config.serve is not None else None
     # surrounding blanks are not part of it (an HTTP header value loses them on the way)
@@ -154,6 +161,7 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
         raise UsageError(str(exc)) from None
     root = Path(config.root) if config is not None else start
     token = _token(config, options.host)
+    event_tokens = _event_tokens(config, token)
     bounds = _bounds(config)
     serve_config = config.serve if config is not None else None
     grace = options.grace
@@ -172,6 +180,9 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
             errors = [f"{d.file}:{d.line}:{d.column}: {d.message}" for d in project.diagnostics
                       if d.severity == "error"]
             raise UsageError("the project's hooks have errors, so serve does not start:\n  " + "\n  ".join(errors[:20]))
+        from chainlang.serve.event_keys import check_keyed_events
+
+        check_keyed_events(project, event_tokens)
         try:
             decider = decider_from_config(project.config)
         except ConfigError as exc:
@@ -184,7 +195,20 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
                               max_failures=serve_config.max_failures if serve_config is not None else 3,
                               poll_seconds=options.poll_seconds, lead=timedelta(seconds=0.2),
                               prepare=engine.prepare_task)
-        return await _serve(web, engine, scheduler, token, options, grace, project, close_decider, bounds)
+        # the chain files' `triggers:`, registered now and whenever a file changes (by the process that fires tasks)
+        watching = None
+        if options.role != "http":
+            from chainlang.serve.trigger_watch import TriggerWatch
+
+            watch = TriggerWatch(projects, store, scheduler.clock, scheduler.wake)
+            await watch.sync_safely()
+            watching = asyncio.create_task(watch.run(asyncio.Event()))
+        try:
+            return await _serve(web, engine, scheduler, token, options, grace, project, close_decider, bounds,
+                                event_tokens)
+        finally:
+            if watching is not None:
+                watching.cancel()
     finally:
         projects.close()
         store.close()
@@ -197,7 +221,7 @@ def _lease(serve_config: Any) -> float:
 
 
 async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, options: ServeOptions, grace: float,
-                 project: Any, close_decider: Any, bounds: _Bounds) -> int:
+                 project: Any, close_decider: Any, bounds: _Bounds, event_tokens: dict[str, str] | None = None) -> int:
     from chainlang.serve.app import make_app
     from chainlang.serve.connections import ConnectionLimit
     from chainlang.serve.guard import Hosts
@@ -217,7 +241,7 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
         connections = ConnectionLimit(bounds.max_connections, bounds.header_timeout,
                                       lambda reason: engine.metrics.rejected.labels(reason=reason).inc())
         app = make_app(engine, scheduler, token, hosts=Hosts(options.host, bounds.hosts),
-                       body_timeout=bounds.body_timeout, connections=connections)
+                       body_timeout=bounds.body_timeout, connections=connections, event_tokens=event_tokens)
         # aiohttp's keep-alive timeout bounds the wait for a kept connection's next request (its
         # headers); lingering, the time spent discarding the body of a request answered without it
         runner = web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=bounds.header_timeout,

@@ -52,7 +52,7 @@ from chainlang.store.base import StoreError
 
 if TYPE_CHECKING:
     from chainlang.store import Store, TaskRecord, TaskRun
-    from chainlang.tasks.when import Schedule
+    from chainlang.schedules import Schedule
 
 __all__ = ["ELSEWHERE", "Clock", "Firing", "Scheduler", "new_owner", "owner_is_gone"]
 
@@ -455,7 +455,7 @@ class Scheduler:
 def plan(timing: "Schedule", due: datetime, now: datetime, misfire: str,
          grace: timedelta) -> tuple[datetime, bool]:
     """The moment to fire for a task due at `due`, and whether to skip it instead."""
-    from chainlang.tasks.when import due_firings
+    from chainlang.schedules import due_firings
 
     if now - due <= grace:
         return due, False
@@ -486,7 +486,7 @@ def _unreadable(task: "TaskRecord") -> str | None:
 
 
 def _timing(task: "TaskRecord") -> tuple["Schedule", str]:
-    from chainlang.tasks.when import MISFIRE, Schedule
+    from chainlang.schedules import MISFIRE, Schedule
 
     data = task.definition if isinstance(task.definition, dict) else {}
     try:

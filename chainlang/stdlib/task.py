@@ -56,7 +56,7 @@ def schedule(ctx: "RunContext", type: str, action: list[Any], at: str | None = N
     The times are read against the run's clock now; `chainlang serve` runs the action when
     it is due, as a firing of `task.due`.
     """
-    from chainlang.tasks.when import ScheduleError, parse_schedule
+    from chainlang.schedules import ScheduleError, parse_schedule
 
     root, task_id, origin = project_of(ctx, "task"), _task_id(ctx, id), f"{ctx.run_id}/{ctx.step}"
     given = {k: v for k, v in {"type": type, "at": at, "interval": interval, "cron": cron}.items() if v is not None}
@@ -156,6 +156,8 @@ def describe(task: "TaskRecord") -> dict[str, Any]:
     out["failures"] = task.failures
     if task.origin:
         out["origin"] = task.origin
+        if task.origin.startswith("file:"):  # a chain file's `triggers:` (chainlang.tasks.chain_triggers)
+            out["source"] = task.origin[len("file:"):]
     return out
 
 

@@ -253,3 +253,100 @@ def http_request(
     body: Any = None,
 ) -> dict[str, Any]:
     return {"status": 200, "body": {"ok": True, "url": url, "method": method}}
+
+
+# -- failures with a type of their own (retry by error type, control-flow.md) ------------
+
+
+@event(
+    "payment.charge",
+    description="Charge a card. Made up: a card number that starts with 4000-0000-0000-0002 is declined.",
+    result=_object(charged={"type": "number"}, card={"type": "string"}),
+    idempotent=True,
+)
+def payment_charge(card: str, amount: float) -> dict[str, Any]:
+    from chainlang import StepError
+
+    if card.startswith("4000-0000-0000-0002"):
+        raise StepError("declined", f"the bank declined the card ending {card[-4:]}")
+    return {"charged": amount, "card": card[-4:]}
+
+
+@event(
+    "fx.rate",
+    description="An exchange rate from a slow service. Made up: the first attempt times out.",
+    idempotent=True,
+)
+def fx_rate(base: str, quote: str, ctx: Any = None) -> float:
+    from chainlang import StepError
+
+    if ctx is not None and ctx.attempt == 1:
+        raise StepError("timeout", "the rate service did not answer within 5s")
+    return 1.08 if (base, quote) == ("EUR", "USD") else 1.0
+
+
+# -- a job polled until it is done (repeat, control-flow.md) ------------------------------
+
+_JOB_CHECKS: dict[tuple[str, str], int] = {}  # (run id, job id) → how often its status was asked
+
+
+@event(
+    "job.start",
+    description="Start a batch job. Made up: it returns the job's id at once.",
+    result=_object(id={"type": "string"}),
+    idempotent=True,
+)
+def job_start(name: str) -> dict[str, Any]:
+    return {"id": f"job-{name}"}
+
+
+@event(
+    "job.status",
+    description="A job's state. Made up: a job is done at the third time its status is asked in a run.",
+    result=_object(state={"type": "string", "enum": ["running", "done"]}, progress={"type": "integer"}),
+    idempotent=True,
+)
+def job_status(job_id: str, ctx: Any = None) -> dict[str, Any]:
+    key = (ctx.run_id if ctx is not None else "", job_id)
+    checks = _JOB_CHECKS[key] = _JOB_CHECKS.get(key, 0) + 1
+    return {"state": "done" if checks >= 3 else "running", "progress": min(100, checks * 40)}
+
+
+# -- an order placed as a saga (try/catch/finally, switch, control-flow.md) --------------
+
+
+@event(
+    "stock.reserve",
+    description="Reserve stock for an order. Made up: more than 10 items are out of stock.",
+    result=_object(reserved={"type": "integer"}),
+    idempotent=True,
+)
+def stock_reserve(order: str, quantity: int) -> dict[str, Any]:
+    from chainlang import StepError
+
+    if quantity > 10:
+        raise StepError("out_of_stock", f"only 10 left for order {order}")
+    return {"reserved": quantity}
+
+
+@event(
+    "payment.refund",
+    description="Refund what was charged for an order.",
+    result=_object(refunded={"type": "boolean"}),
+    idempotent=True,
+)
+def payment_refund(order: str) -> dict[str, Any]:
+    return {"refunded": True}
+
+
+@event(
+    "review.decision",
+    description="A reviewer's decision on a draft. Made up: a draft that mentions 'TODO' is sent back.",
+    result=_object(decision={"type": "string", "enum": ["approve", "edit", "reject"]}, note={"type": "string"}),
+    idempotent=True,
+)
+def review_decision(draft: str) -> dict[str, Any]:
+    if "TODO" in draft:
+        return {"decision": "edit", "note": "finish the TODOs"}
+    return {"decision": "approve", "note": "looks good"}
+

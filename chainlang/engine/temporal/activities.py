@@ -97,6 +97,7 @@ async def _attempt(call: ToolCall) -> ToolOutcome:
     from chainlang.runtime.host import STATE_DIR
     from chainlang.runtime.tool_context import build_tool_context
     from chainlang.status import RESULT
+    from chainlang.runtime.step_error import StepError, error_of_step_error
 
     project = current_project()
     clock = _Clock(call.now)
@@ -148,6 +149,9 @@ async def _attempt(call: ToolCall) -> ToolOutcome:
         if stops_the_process(exc):  # the worker is being stopped (a signal), not the tool's doing
             raise
         out.error = tool_message(exc)  # the tool's own (sys.exit in a tool): its failure, as on the embedded engine
+    except StepError as exc:  # the tool's own error type: checked here, as on the embedded engine
+        error = error_of_step_error(exc)
+        out.error, out.error_type = error["message"], error["type"]
     except Exception as exc:
         out.error = tool_message(exc)
     finally:

@@ -7,6 +7,12 @@ read by activities and the values are kept in the workflow (its history has them
 - before a chain's steps run, the references of that chain (its steps, outputs and hooks,
   hook actions included) are read by the `chainlang.thread_reads` activity: at the start of
   a run, of a sub-chain's workflow and of an emit, and when a chain is loaded during the run;
+- a reference with a computed id (`thread[inputs.thread_id].summary`) is known only when its
+  expression is evaluated: where the walker can wait (a step's params, an `if`, a `foreach`,
+  the outputs), the snapshot misses, `chainlang.runtime.threads.reading` has it fetched by
+  the same activity, and the expression is evaluated again; from then on it is read with the
+  others, the most recent `COMPUTED_KEPT` of them (an older one is fetched again if needed,
+  so a loop over many ids does not make every later activity read them all);
 - every tool and thread activity reads them all again after it ran, so a reference sees
   what the steps before it wrote (a `memory.append`, a step recorded into the thread).
 
@@ -25,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from chainlang.engine.temporal.messages import ThreadRead, ThreadReads, ThreadRefs, received, to_json
 from chainlang.expr.ast import Index, Key, Name
+from chainlang.runtime.threads import READ_AHEAD, ReadAhead
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["READS_ACTIVITY", "Snapshot", "keys_of", "read_on_worker"]
 
 READS_ACTIVITY = "chainlang.thread_reads"
+COMPUTED_KEPT = 32  # references with a computed id read again after each activity (the most recent)
 
 
 def _encode(segments: Iterable[Any]) -> list[list[Any]]:
@@ -51,6 +59,12 @@ def _encode(segments: Iterable[Any]) -> list[list[Any]]:
 def _decode(segments: list[list[Any]]) -> tuple[Any, ...]:
     kinds = {"n": Name, "k": Key, "i": Index}
     return tuple(kinds[kind](value) for kind, value in segments)
+
+
+def shown_of_key(thread_id: str, rest: tuple[Any, ...]) -> str:
+    from chainlang.runtime.threads import shown_of
+
+    return shown_of((Key(thread_id), *rest))
 
 
 def key_of(thread_id: str, rest: Iterable[Any]) -> str:
@@ -114,12 +128,16 @@ class Snapshot:
     def __init__(self) -> None:
         self.keys: dict[str, list[Any]] = {}
         self.values: dict[str, dict[str, Any]] = {}
+        self.computed: list[str] = []  # keys fetched for computed ids, oldest first
 
     def read(self, thread_id: str, rest: tuple[Any, ...], shown: str) -> Any:
         entry = self.values.get(key_of(thread_id, rest))
+        if entry is None and READ_AHEAD.get():  # a computed id (thread[EXPR].KEY): fetched, then again
+            raise ReadAhead(thread_id, rest)
         if entry is None:
-            raise ValueError(f"{shown}: this reference was not read ahead on the Temporal engine (a chain loaded "
-                             "in a way chainlang does not follow yet); read the thread with a step instead "
+            raise ValueError(f"{shown}: this reference was not read ahead on the Temporal engine (a thread id "
+                             "computed in a hook's condition or set, or a chain loaded in a way chainlang does not "
+                             "follow yet); read it in a step's params, or read the thread with a step "
                              "(thread.summarize, memory.search)")
         if "error" in entry:
             raise ValueError(str(entry["error"]))
@@ -134,15 +152,35 @@ class Snapshot:
         """What a tool or thread activity reads again after it ran (None: nothing)."""
         return self.keys or None
 
+    async def fetch(self, thread_id: str, rest: tuple[Any, ...]) -> None:
+        """Read one reference known only now (`thread[EXPR].KEY`), with every other one; it is
+        read again after each later activity, as the static ones are."""
+        key = key_of(thread_id, rest)
+        if key in self.keys:  # asked and read already: whatever it gave is the answer
+            self.values.setdefault(key, {"error": f"{shown_of_key(thread_id, rest)}: not read"})
+            return
+        self.keys[key] = [thread_id, _encode((Key(thread_id), *rest))]
+        self.computed.append(key)
+        while len(self.computed) > COMPUTED_KEPT:  # bounded: the oldest is fetched again when needed
+            old = self.computed.pop(0)
+            self.keys.pop(old, None)
+            self.values.pop(old, None)
+        await self._read_all()
+
     async def ahead(self, graphs: Iterable[Any]) -> None:
         """Read the references of `graphs` not read yet (with every other one), by an activity."""
-        from temporalio import workflow
-        from temporalio.common import RetryPolicy
-
-        new = {key: value for key, value in keys_of(graphs).items() if key not in self.keys}
+        found = keys_of(graphs)
+        self.computed = [key for key in self.computed if key not in found]  # now static: kept for good
+        new = {key: value for key, value in found.items() if key not in self.keys}
         if not new:
             return
         self.keys.update(new)
+        await self._read_all()
+
+    async def _read_all(self) -> None:
+        from temporalio import workflow
+        from temporalio.common import RetryPolicy
+
         out = await workflow.execute_activity(
             READS_ACTIVITY, ThreadReads(refs=dict(self.keys)), start_to_close_timeout=timedelta(minutes=1),
             retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),

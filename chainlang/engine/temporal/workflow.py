@@ -25,6 +25,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 from temporalio.exceptions import CancelledError as TemporalCancelled
 
+from chainlang.durations import MAX_DURATION
 from chainlang.engine.temporal.activities import HEARTBEAT_EVERY, THREAD_ACTIVITY, TOOL_ACTIVITY, current_project
 from chainlang.runtime.interceptors import StepInfo
 from chainlang.runtime.threads import ThreadRecorder
@@ -43,6 +44,7 @@ CHAIN_WORKFLOW = "chainlang.chain"
 EMIT_WORKFLOW = "chainlang.emit"
 # a worker that stops heartbeating for this long is taken for dead: the attempt goes to another
 HEARTBEAT_TIMEOUT = timedelta(seconds=HEARTBEAT_EVERY * 4)
+ACTIVITY_BOUND = timedelta(seconds=MAX_DURATION, days=1)
 # attempts of one tool call when workers die under it (the tool's own failures are not retried here)
 WORKER_LOSS_ATTEMPTS = 5
 
@@ -97,7 +99,9 @@ class ActivityExecutor:
         try:
             out = received(ToolOutcome, await workflow.execute_activity(
                 TOOL_ACTIVITY, call, result_type=ToolOutcome | str,  # type: ignore[arg-type]  # str: a run from before
-                start_to_close_timeout=timedelta(days=1), heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                # never shorter than a step's longest timeout (a year, chainlang.durations): the heartbeat
+                # notices a lost worker, the step's own timeout (a workflow timer) bounds the attempt
+                start_to_close_timeout=ACTIVITY_BOUND, heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(maximum_attempts=WORKER_LOSS_ATTEMPTS, initial_interval=timedelta(seconds=1)),
                 summary=f"{ipath} {rt.spec.name}",
             ))
