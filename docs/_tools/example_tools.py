@@ -350,3 +350,47 @@ def review_decision(draft: str) -> dict[str, Any]:
         return {"decision": "edit", "note": "finish the TODOs"}
     return {"decision": "approve", "note": "looks good"}
 
+
+
+# -- the ported workflows of guides/coming-from.md ---------------------------------------
+
+
+@event(
+    "text.count",
+    description="Count the words of a text.",
+    result=_object(words={"type": "integer"}),
+    idempotent=True,
+)
+def text_count(text: str) -> dict[str, Any]:
+    return {"words": len(text.split())}
+
+
+@event(
+    "jokes.subjects",
+    description="Subjects to write a joke about, for a topic.",
+    result=_object(subjects=_list_of({"type": "string"})),
+    idempotent=True,
+)
+def jokes_subjects(topic: str) -> dict[str, Any]:
+    return {"subjects": [f"{topic} at breakfast", f"{topic} in meetings", f"{topic} on Fridays"]}
+
+
+@event(
+    "jokes.write",
+    description="Write a joke about a subject.",
+    result=_object(joke={"type": "string"}),
+    idempotent=True,
+)
+def jokes_write(subject: str) -> dict[str, Any]:
+    return {"joke": f"Why bring up {subject}? Because nobody else would."}
+
+
+@event(
+    "jokes.best",
+    description="Pick the best of some jokes: its position in the list (0-based).",
+    result=_object(id={"type": "integer"}),
+    idempotent=True,
+)
+def jokes_best(jokes: list[str]) -> dict[str, Any]:
+    # made up, and the same every time: the longest joke wins
+    return {"id": max(range(len(jokes)), key=lambda i: (len(jokes[i]), -i)) if jokes else 0}
