@@ -168,9 +168,11 @@ def open_run(spec: RunSpec, host: RunHost) -> OpenRun:
         facts=facts, max_steps=spec.max_steps if spec.max_steps is not None else graph.max_steps, replay=spec.replay, notify=host.notify, load_chain=spec.loader,
         hooks=spec.hooks, project=spec.root, base_registry=spec.loader.registry, steps_run=spec.steps_run,
     )
-    from chainlang.runtime.secret_guard import secret_guard
+    from chainlang.runtime.secret_guard import Exposures, secret_guard
 
-    guard = secret_guard(spec.registry)  # §16: no secret reaches a model or user.notify unexposed
+    guard: Exposures | None = secret_guard(spec.registry)  # §16: no secret reaches a model or user.notify unexposed
+    if guard is None and host.executor is not None:  # the tools run elsewhere and refuse there, told each step's expose
+        guard = Exposures()
     if guard is not None:
         state.interceptors += (guard,)
     if host.executor is not None:

@@ -24,12 +24,15 @@ from chainlang.status import NOT_ALLOWED
 
 class Refused(Exception):
     """Raised by `before` to end the step without calling its event: `status` is
-    `cancelled` (the chain goes on, as after a skipped step) or `failed`."""
+    `cancelled` (the chain goes on, as after a skipped step) or `failed`. `as_attempt`: the
+    failure is recorded as an attempt of the call (with its `max_attempts`), as an engine
+    that refuses inside the call records it (the secret guard, chainlang.runtime.secret_guard)."""
 
-    def __init__(self, status: Literal["cancelled", "failed"], error: dict[str, Any]) -> None:
+    def __init__(self, status: Literal["cancelled", "failed"], error: dict[str, Any], as_attempt: bool = False) -> None:
         super().__init__(error.get("message", status))
         self.status = status
         self.error = error
+        self.as_attempt = as_attempt
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@
 - `delay` is a durable timer between passes. On Temporal `asyncio.sleep` in the workflow
   is a timer in the workflow's history. On the embedded engine its start is recorded (a
   `clock` record with the pass's path, `3#2`), so a resumed run waits only what is left
-  of it, and not at all once the pass after it started.
+  of it (runtime/durable_wait.py, as `retry`'s waits), and not at all once the pass after
+  it started.
 - On resume the walker goes through the passes again; the steps that finished are
   replayed from the transcript, so `next` and `until` give the same answers and the run
   continues at the pass and step where it stopped.
@@ -22,13 +23,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING, Any
 
 from chainlang.expr.errors import ExprEvalError
 from chainlang.expr.values import truthy
 from chainlang.journal.records import Clock
 from chainlang.model.build_loops import LOOP, PASS
+from chainlang.runtime.durable_wait import wait_left
 from chainlang.runtime.outcomes import StepFailed, error_of, short
 from chainlang.runtime.threads import reading  # thread[EXPR] on Temporal: fetched, then evaluated
 from chainlang.status import LIMIT
@@ -99,12 +100,7 @@ async def durable_delay(run: "RunState", here: str, wait: float) -> None:
             return  # served before the run stopped: the pass after it had begun
         began = replay.clock_at.get(here)
         if began is not None:  # it was being served when the run stopped: wait what is left
-            from chainlang.journal.reader import ts_ms
-
-            started_ms = ts_ms(began)
-            if started_ms is not None:
-                wait = max(0.0, wait - max(0.0, time.time() * 1000 - started_ms) / 1000)
-            await asyncio.sleep(wait)
+            await wait_left(wait, began)
             return
     # the run's clock (Temporal's in a workflow, the same on every replay); the journal's
     # `ts` of this record is when the wait began, which a resume reads

@@ -29,6 +29,9 @@ class Replay:
     # step path → when (the journal's ts) its first clock reading was recorded: the start of a
     # repeat's delay (chainlang.runtime.loops), whose rest a resume waits
     clock_at: dict[str, str] = field(default_factory=dict)
+    # step path → when (the journal's ts) its last attempt ended: a failed one to be retried
+    # ended as the wait before the next attempt began, whose rest a resume waits (step.py)
+    finished_at: dict[str, str] = field(default_factory=dict)
     # hook firings by (step path or "" for an emitted event, hook key)
     hooks_fired: set[tuple[str, str]] = field(default_factory=set)
     hooks_finished: dict[tuple[str, str], HookFinished] = field(default_factory=dict)
@@ -48,14 +51,21 @@ class Replay:
 
     def retries_left(self, ipath: str, done: StepFinished, retry: Any = None) -> bool:
         """A failed attempt that was to be retried when the run was interrupted (in the wait
-        before the next attempt): the resume goes on with the next attempt. `retry` is the
-        step's `retry` (its `on` says which error types are tried again)."""
+        before the next attempt): the resume goes on with the next attempt, after what is
+        left of that wait (retry_wait_began). `retry` is the step's `retry` (its `on` says
+        which error types are tried again)."""
         if done.status != "failed":
             return False
         started = self.started.get(ipath)
         most = started.max_attempts if started is not None else None
         # the live run's own rule (step.py), so a resumed run retries exactly what a live one does
         return most is not None and tries_again(retry, done.attempt, done.error, most)
+
+    def retry_wait_began(self, ipath: str) -> str | None:
+        """When the wait before the next attempt began, if the run stopped in it: the `ts`
+        of the failed attempt's end. None when the last attempt did not end (it runs again,
+        the wait before it was served)."""
+        return self.finished_at.get(ipath) if ipath in self.finished else None
 
     def first_attempt(self, rt: "EventRuntime", ipath: str) -> int:
         """The attempt to start with. An attempt that started and did not finish is run

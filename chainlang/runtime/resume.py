@@ -177,6 +177,7 @@ def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[st
         elif isinstance(rec, StepFinished) and rec.status != "cancelled":
             # an attempt that ended: its answers were its own; a retry (or a rerun) asks again
             replay.model_calls.pop(rec.step, None)
+            replay.finished_at[rec.step] = line.envelope.ts  # the last one: when a retry's wait began
         elif isinstance(rec, ModelCall):
             replay.add_model_call(rec)
         elif isinstance(rec, HookFired):

@@ -7,7 +7,8 @@
 Each stage is a method below; `run` is the pipeline. Every attempt writes `step_started`
 before its event is called and `step_finished` when it ends (§9); a step that ends before
 its call (not allowed, invalid params, skipped by decide, cancelled by an interceptor) is
-recorded as one attempt. Whether to retry and how long to wait: runtime/retry_policy.py.
+recorded as one attempt. Whether to retry and how long to wait: runtime/retry_policy.py;
+a resumed run waits only what is left of the wait it stopped in: runtime/durable_wait.py.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from chainlang.status import (CANCELLED, DECIDE, EXPRESSION, FAILED, LIMIT, OK, 
                               UNAVAILABLE, StepStatus)
 from chainlang.runtime.step_error import StepError, error_of_step_error
 from chainlang.runtime.retry_policy import MAX_RETRY_DELAY, retry_delay, tries_again
+from chainlang.runtime.durable_wait import wait_left
 from chainlang.journal.values import find_non_json, is_plain_json
 
 if TYPE_CHECKING:
@@ -108,7 +110,8 @@ class StepPipeline:
                     params = await interceptor.before(info, params)
             except Refused as refused:
                 if refused.status == "failed":
-                    self.fail_early(node, scope, ipath, refused.error, params)
+                    tries = (node.retry.attempts if node.retry is not None else 1) if refused.as_attempt else None
+                    self.fail_early(node, scope, ipath, refused.error, params, tries)
                 self.finish_unstarted(node, scope, ipath, params, "cancelled", refused.error["message"],
                                       error=refused.error)
                 return
@@ -169,6 +172,10 @@ class StepPipeline:
         if run.steps_run > run.max_steps:
             raise LimitExceeded("max_steps", f"the run executed more than max_steps = {run.max_steps} steps "
                                              f"(at step {ipath}, {name})")
+        if first > 1 and retry is not None and run.replay is not None:
+            began = run.replay.retry_wait_began(ipath)
+            if began is not None:  # resumed in the wait after a failed attempt: only what is left of it
+                await wait_left(retry_delay(retry, first - 1, run.run_id, ipath), began)
         record = run.record
         once = not (rt.spec.idempotent or rt.runs_chain)  # its start must be sealed before it acts
         for attempt in range(first, tries + 1):
@@ -290,11 +297,11 @@ class StepPipeline:
             raise StepFailed(ipath, node.event, rec.error or error_of(FAILED, "failed"))
 
     def fail_early(self, node: "GraphNode", scope: Scope, ipath: str, error: dict[str, Any],
-                   params: Any = None) -> NoReturn:
+                   params: Any = None, max_attempts: int | None = None) -> NoReturn:
         """A failure before the event was called (not allowed, params, decide): recorded
-        as one attempt."""
+        as one attempt (`max_attempts`: of the call, for a refusal an engine may make in it)."""
         event = node.event or ""
-        self.run.record(StepStarted(ipath, event, 1, params))
+        self.run.record(StepStarted(ipath, event, 1, params, max_attempts))
         self.run.record(StepFinished(ipath, event, "failed", None, error, 0, 1))
         scope.record(node.path, node.event, node.id, Rec("failed", None, error, params))
         raise StepFailed(ipath, node.event, error)

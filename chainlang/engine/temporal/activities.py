@@ -25,6 +25,7 @@ from chainlang.engine.temporal.messages import (LimitHit, ModelUse, ProgressRepo
 from chainlang.engine.temporal.threadrefs import READS_ACTIVITY, read_on_worker
 
 if TYPE_CHECKING:
+    from chainlang.config.project import ProjectConfig
     from chainlang.runtime.events import EventRuntime
     from chainlang.llm.tiers import ModelTiers
     from chainlang.runtime.decide.decision import Fallback
@@ -41,12 +42,14 @@ HEARTBEAT_EVERY = 2.0  # seconds; the workflow gives the activity a heartbeat ti
 @dataclass
 class WorkerProject:
     """The project a worker serves: its directory, its events and its model tiers (built
-    once per process), and what a decide does when no decider can decide."""
+    once per process), what a decide does when no decider can decide, and its chainlang.toml
+    (its declared secrets, which the tool activity keeps from models and the user)."""
 
     root: Path
     registry: "Registry"
     tiers: "ModelTiers | None" = None
     fallback: "Fallback" = "fail"
+    config: "ProjectConfig | None" = None
 
     def __post_init__(self) -> None:
         if self.tiers is None:
@@ -108,6 +111,10 @@ async def _attempt(call: ToolCall) -> ToolOutcome:
         out.error = f"{exc} (on this worker: is its copy of the project the same?)"
         return out
     params = call.params
+    refused = _secret_refusal(project, call, rt, params)
+    if refused is not None:  # a secret on its way to a model or the user: the tool is not called
+        out.error, out.error_type = refused["message"], refused["type"]
+        return out
     service, recorder = None, None
     if rt.accepts_ctx:
         from chainlang.engine.temporal.models import ActivityRun
@@ -162,6 +169,24 @@ async def _attempt(call: ToolCall) -> ToolOutcome:
     if call.reads:  # the run's thread references, as they are now the tool has run
         out.reads = await asyncio.to_thread(read_on_worker, project.root, call.reads)
     return out
+
+
+def _secret_refusal(project: WorkerProject, call: ToolCall, rt: "EventRuntime",
+                    params: dict[str, Any]) -> dict[str, Any] | None:
+    """The secret error of a call that would send a declared secret's value to a model or the
+    user without the step's `expose` (LANGUAGE.md §16; chainlang.runtime.secret_guard). The
+    values are the worker's own: its tools read them from its environment, so a result can
+    carry one that no chain file shows."""
+    from chainlang.registry.sinks import sink_of
+    from chainlang.runtime.secret_guard import readable_secrets, sink_refusal
+
+    config = project.config
+    if config is None or not config.secrets:
+        return None
+    sink = sink_of(call.event, rt.spec)
+    if sink is None:
+        return None
+    return sink_refusal(call.step, call.event, sink, params, readable_secrets(config), frozenset(call.expose))
 
 
 def _result_json(rt: "EventRuntime", result: Any) -> tuple[str, str | None]:

@@ -32,8 +32,8 @@ from temporalio import workflow
 from temporalio.exceptions import CancelledError as TemporalCancelled
 from temporalio.exceptions import ChildWorkflowError
 
-from chainlang.engine.temporal.workflow import (ActivityExecutor, ActivityThreadRecorder, worker_chain, worker_decider,
-                                                Recording, WorkflowClock)
+from chainlang.engine.temporal.workflow import (ActivityExecutor, ActivityThreadRecorder, Recording, WorkflowClock,
+                                                exposures_of, worker_chain, worker_decider)
 
 if TYPE_CHECKING:
     from chainlang.runtime.events import EventRuntime
@@ -126,6 +126,7 @@ async def _child(caller: "ChainRun", children: Children, level: dict[str, Any], 
         "steps": run.steps_run, "max_steps": run.max_steps, "facts": run.facts,
         "budget": None if budget is None else [budget.max_calls, budget.max_tokens, budget.calls,
                                                budget.tokens + budget.reserved],
+        "exposed": sorted(exposures.of(ipath)) if (exposures := exposures_of(caller)) is not None else [],
         **extra,
     }
     child_id = f"{run.run_id}/{ipath}@{attempt}"
@@ -173,6 +174,7 @@ async def _run_subchain(recording: Recording, job: dict[str, Any]) -> dict[str, 
     from chainlang.engine.temporal.threadrefs import Snapshot
     from chainlang.runtime.host import RunHost, RunSpec, drive, open_run
     from chainlang.runtime.outcomes import TIMER, ChainLoadError
+    from chainlang.runtime.secret_guard import Exposures
     from chainlang.runtime.walk import ChainRun
 
     def invalid(message: str) -> dict[str, Any]:
@@ -205,12 +207,16 @@ async def _run_subchain(recording: Recording, job: dict[str, Any]) -> dict[str, 
     host = RunHost(record=recording.record, clock=WorkflowClock(datetime.fromisoformat(job["now"]) if job.get("now")
                                                                  else None),
                    decider=worker_decider(), notify=recording.note, recorder=ActivityThreadRecorder, record_thread=True,
-                   references=snapshot)
+                   references=snapshot,
+                   # called once the run is open (`children` needs its thread link)
+                   executor=lambda chain: ActivityExecutor(chain, job.get("now"), children))
     run = open_run(spec, host)
     state = run.state
     children = Children(job["path"], job["digest"], job["top_inputs"], job["lineage"], job.get("now"),
                         recording.mark, run.link)
-    state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
+    for interceptor in state.interceptors:  # what the calling steps expose covers the sub-chain's steps (§16)
+        if isinstance(interceptor, Exposures) and job.get("exposed"):
+            interceptor.exposed_at[job["ipath"]] = tuple(job["exposed"])
     state.run_written = functools.partial(run_written, children)
     hooks, hook_inputs = None, {}  # the callers' hooks, merged as the walker merges them
     for caller, given in levels:

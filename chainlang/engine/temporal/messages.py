@@ -106,6 +106,7 @@ class ToolCall:
     allow: list[list[str]] = field(default_factory=list)
     budget: ModelBudget = field(default_factory=ModelBudget)
     reads: ThreadRefs | None = None  # the run's thread references, read again after the tool ran
+    expose: list[str] = field(default_factory=list)  # the secrets the step may send to a model or the user (§16)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -116,7 +117,8 @@ class ToolCall:
         left = call.get("budget") or [None, None]
         return cls(call["run_id"], call.get("chain"), call["step"], call["event"], call["attempt"],
                    to_json(call["params"]), call.get("now"), to_json(call.get("captured") or {}),
-                   [list(group) for group in call.get("allow") or ()], ModelBudget(left[0], left[1]), call.get("reads"))
+                   [list(group) for group in call.get("allow") or ()], ModelBudget(left[0], left[1]), call.get("reads"),
+                   list(call.get("expose") or ()))
 
 
 @dataclass

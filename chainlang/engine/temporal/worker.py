@@ -61,7 +61,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     except RegistryError as exc:  # a ConfigError: a light tier named twice, unreadable scripted rules
         raise UsageError(str(exc)) from None
     fallback = config.decide.fallback if config.decide is not None else "fail"
-    use_project(WorkerProject(config.root, registry, tiers, fallback))
+    use_project(WorkerProject(config.root, registry, tiers, fallback, config))
     client = await connect(config.engine)
     worker = Worker(
         client, task_queue=config.engine.task_queue, workflows=[ChainWorkflow, EmitWorkflow, SubchainWorkflow],

@@ -36,9 +36,10 @@ if TYPE_CHECKING:
     from chainlang.runtime.calls import Watch
     from chainlang.runtime.events import EventRuntime
     from chainlang.runtime.prepare import Prepared
+    from chainlang.runtime.secret_guard import Exposures
     from chainlang.runtime.walk import ChainRun
 
-__all__ = ["CHAIN_WORKFLOW", "EMIT_WORKFLOW", "ActivityExecutor", "ChainWorkflow", "EmitWorkflow"]
+__all__ = ["CHAIN_WORKFLOW", "EMIT_WORKFLOW", "ActivityExecutor", "ChainWorkflow", "EmitWorkflow", "exposures_of"]
 
 CHAIN_WORKFLOW = "chainlang.chain"
 EMIT_WORKFLOW = "chainlang.emit"
@@ -66,12 +67,13 @@ class ActivityExecutor:
     chains and chain.run run as child workflows where they can (`children`, see
     chainlang.engine.temporal.children), else in the workflow, as they run in the walker."""
 
-    __slots__ = ("chain", "children", "pinned")
+    __slots__ = ("chain", "children", "exposures", "pinned")
 
     def __init__(self, chain: "ChainRun", pinned: str | None, children: "Children | None" = None) -> None:
         self.chain = chain
         self.pinned = pinned
         self.children = children
+        self.exposures = exposures_of(chain)
 
     async def call(self, rt: "EventRuntime", params: dict[str, Any], ipath: str, attempt: int,
                    watch: "Watch") -> Any:
@@ -95,7 +97,8 @@ class ActivityExecutor:
         snapshot = _snapshot()
         call = ToolCall(run.run_id, self.chain.graph.name, ipath, rt.spec.name, attempt, to_json(params), self.pinned,
                         to_json(run.captured.get(ipath, {})), [list(group) for group in self.chain.allow], left,
-                        snapshot.wanted() if snapshot is not None else None)
+                        snapshot.wanted() if snapshot is not None else None,
+                        sorted(self.exposures.of(ipath)) if self.exposures is not None else [])
         try:
             out = received(ToolOutcome, await workflow.execute_activity(
                 TOOL_ACTIVITY, call, result_type=ToolOutcome | str,  # type: ignore[arg-type]  # str: a run from before
@@ -154,6 +157,14 @@ class ActivityThreadRecorder(ThreadRecorder):
             raise StepFailed(step.path, step.event, error_of(
                 "thread", f"{step.event} ended ok, but its result could not be added to the thread "
                           f"{link.thread!r}: {out.error}"))
+
+
+def exposures_of(chain: "ChainRun") -> "Exposures | None":
+    """What keeps each step's `expose` in the run of `chain` (installed by the run host: the
+    tool activity refuses a secret that a step sends to a model or the user unexposed)."""
+    from chainlang.runtime.secret_guard import Exposures
+
+    return next((i for i in chain.interceptors if isinstance(i, Exposures)), None)
 
 
 def _snapshot() -> "Snapshot | None":
@@ -239,10 +250,11 @@ class ChainWorkflow(Recording):
                        prepared.loader)
         host = RunHost(record=self.record, clock=WorkflowClock(pinned), decider=worker_decider(), notify=self.note,
                        recorder=ActivityThreadRecorder, references=snapshot, elapsed=elapsed,
-                       interrupted="the workflow was cancelled")
+                       interrupted="the workflow was cancelled",
+                       # called once the run is open (`children` needs its thread link)
+                       executor=lambda chain: ActivityExecutor(chain, job.get("now"), children))
         run = begin(open_run(spec, host))
         children = Children(job["path"], job["digest"], job["inputs"], [], job.get("now"), self.mark, run.link)
-        run.state.executor = lambda chain: ActivityExecutor(chain, job.get("now"), children)
         run.state.run_written = functools.partial(run_written, children)
         top = children.root = ChainRun(run.state, graph, job["inputs"])
 
