@@ -40,7 +40,7 @@ from chainlang.runtime.outcomes import (
     short,
 )
 from chainlang.runtime.scope import Rec, Scope, accessor
-from chainlang.runtime.threads import reading  # thread[EXPR] on Temporal: fetched, then evaluated
+from chainlang.runtime.threads import reading, reads_ahead  # thread[EXPR] on Temporal: fetched, then evaluated
 from chainlang.status import (CANCELLED, DECIDE, EXPRESSION, FAILED, LIMIT, OK, PARAMS, RESULT, TIMEOUT, TOOL_ERROR,
                               UNAVAILABLE, StepStatus)
 from chainlang.runtime.step_error import StepError, error_of_step_error
@@ -98,7 +98,10 @@ class StepPipeline:
                 if refused is not None:
                     self.fail_early(node, scope, ipath, refused)
         try:
-            params = await reading(lambda: {key: value.render(scope) for key, value in node.params.items()})
+            if reads_ahead():
+                params = await reading(lambda: {key: value.render(scope) for key, value in node.params.items()})
+            else:
+                params = {key: value.render(scope) for key, value in node.params.items()}
             if node.captures:  # what a registered or scheduled action reads of this chain, as it is now
                 run.captured[ipath] = {key: accessor(replace(binding, captured=False), ref)(scope)
                                        for key, binding, ref in node.captures}

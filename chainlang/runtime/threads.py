@@ -77,6 +77,13 @@ class ReadAhead(Exception):
         self.rest = rest
 
 
+def reads_ahead() -> bool:
+    """Whether the run's reader fetches thread references before an expression is evaluated
+    (Temporal); when not, `evaluate(*args)` may be called directly, without `reading`'s
+    coroutine: the step pipeline's fast path."""
+    return getattr(CURRENT.get(), "fetch", None) is not None
+
+
 async def reading(evaluate: Callable[..., Any], *args: Any) -> Any:
     """`evaluate(*args)`, fetching the thread references it needs first when the run's
     reader reads ahead (Temporal: by an activity, so a replay gets the same values). On
