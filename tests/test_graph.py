@@ -77,6 +77,36 @@ flowchart TD
     s4 --> finish"""
 
 
+FLOW = """\
+inputs:
+  level: {type: string, enum: [low, high], default: low}
+steps:
+  - try:
+      - tools.now
+    catch:
+      - fail: "no clock: {error.message}"
+    finally:
+      - user.notify: {message: done}
+  - switch: "{inputs.level}"
+    cases:
+      low: [user.notify: {message: low}]
+      high: []
+"""
+
+
+def test_try_and_switch_branches_are_alternatives(tmp_path: Path) -> None:
+    _, graph = compiled(tmp_path, FLOW)
+    edges = [line.strip() for line in to_mermaid(graph).splitlines() if "-->" in line]
+    # catch is taken from the try's fork on a failure, and ends the chain (a fail): no join of it;
+    # finally comes after the try's steps, whichever way they went
+    assert "s1 --> s1_try" in edges and "s1 -->|on failure| s1_catch" in edges
+    assert "s1_catch --> s1_catch_1" in edges and not any(e.startswith("s1_catch_1 ") for e in edges)
+    assert "s1_try_join -->|always| s1_finally" in edges
+    # each case is an edge from the switch labelled by its key; no default: no match skips the block
+    assert "s2 -->|= low| s2_case1" in edges and "s2 -->|= high| s2_case2" in edges
+    assert "s2 --> s2_join" in edges
+
+
 def test_dot_and_json_describe_the_same_graph(tmp_path: Path) -> None:
     _, graph = compiled(tmp_path, CHAIN)
     dot = to_dot(graph)

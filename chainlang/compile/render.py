@@ -83,6 +83,11 @@ def _step(node: GraphNode, entries: list[str], flow: _Flow, label: str) -> list[
         else:
             exits = exits + [nid]
         return exits
+    if node.kind == "fail":  # compile/flow_graph.py: the chain ends here (unless its `if` is false)
+        flow.nodes.append((nid, _label(node), "box"))
+        for e in entries:
+            flow.edges.append((e, nid, label))
+        return [nid] if node.condition_text else []
     # a block: fork and join nodes keep parallel structure readable
     fork, join = nid, nid + "_join"
     flow.nodes.append((fork, _label(node), "fork"))
@@ -92,14 +97,39 @@ def _step(node: GraphNode, entries: list[str], flow: _Flow, label: str) -> list[
         exits = []
         for child in node.children:
             exits.extend(_step(child, [fork], flow, ""))
+    elif node.kind in ("try", "switch"):
+        exits = _branches(node, fork, flow)
     else:
         exits = _sequence(node.children, [fork], flow, "")
+    if not exits:  # every way through ends the chain (a `fail`): nothing joins
+        return []
     flow.nodes.append((join, "end " + node.kind, "join"))
     for e in exits:
         flow.edges.append((e, join, ""))
     if node.kind == "repeat":  # the next pass starts again at the top of the body
         flow.edges.append((join, fork, "next pass"))
     return [join]
+
+
+def _branches(node: GraphNode, fork: str, flow: _Flow) -> list[str]:
+    """The branches of a try (catch taken on a failure, finally after either) or of a
+    switch (one edge per case, labelled by its key), as alternatives from the fork."""
+    labels = node.flow.labels if node.flow is not None else ()
+    branches = list(zip(labels, node.children))
+    if node.kind == "switch":
+        exits: list[str] = []
+        for key, child in branches:
+            exits.extend(_step(child, [fork], flow, "default" if key is None else f"= {key}"))
+        if None not in labels:
+            exits.append(fork)  # no case matched: the block is skipped
+        return exits
+    parts = dict(branches)
+    exits = _step(parts["try"], [fork], flow, "") if "try" in parts else [fork]
+    if "catch" in parts:
+        exits = exits + _step(parts["catch"], [fork], flow, "on failure")
+    if "finally" in parts:
+        exits = _step(parts["finally"], exits, flow, "always")
+    return exits
 
 
 def _mermaid_text(text: str) -> str:
