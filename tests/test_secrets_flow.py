@@ -221,6 +221,120 @@ def test_expose_must_be_names(project: Path) -> None:
     assert found["rule"] == "CL011" and "an empty expose lets nothing out" in found["message"]
 
 
+def test_a_secret_through_a_repeat_s_state_and_next(project: Path) -> None:
+    name = write(project, "a.chain.yaml", """\
+        steps:
+          - id: fetch
+            t.echo: {value: "{secrets.crm_token}"}
+          - id: poll
+            repeat:
+              - agent.think: {thread_id: t, prompt: "page {loop.cursor}, pass {loop.pass}"}
+              - user.notify: {message: "counted {loop.n}"}
+            max: 3
+            state: {cursor: "{fetch.result.value}", n: 0}
+        """)
+    found = only(check(project, name))  # loop.n and loop.pass carry nothing
+    assert (found["rule"], found["line"]) == ("CL066", 6)
+    assert found["message"] == (
+        "secrets.crm_token reaches a model (agent.think): secrets.crm_token → step fetch's result → loop.cursor "
+        "of step poll → agent.think's prompt")
+    # next: reads the pass's steps, and what it gives loop.NAME reaches the next pass
+    text = """\
+        steps:
+          - id: poll
+            repeat:
+              - t.echo: {value: "{secrets.crm_token}"}
+              - user.notify: {message: "the last one was {loop.last}"}
+            max: 2
+            state: {last: ""}
+            next: {last: "{t.echo.result.value}"}
+        """
+    write(project, name, text)
+    found = only(check(project, name))
+    assert (found["rule"], found["line"]) == ("CL066", 5)
+    assert found["message"] == (
+        "secrets.crm_token reaches the user (user.notify): secrets.crm_token → step t.echo's result → loop.last "
+        "of step poll (next:) → user.notify's message")
+    write(project, name, text.replace('{loop.last}"}\n', '{loop.last}"}\n                expose: [crm_token]\n'))
+    assert check(project, name) == []
+
+
+def test_a_secret_through_try_catch_and_switch_blocks(project: Path) -> None:
+    text = """\
+        steps:
+          - id: pick
+            try:
+              - t.echo: {value: "{secrets.crm_token}"}
+            catch:
+              - user.notify: {message: "failed: {error.message}"}
+          - id: choose
+            switch: "{pick.status}"
+            cases:
+              ok:
+                - t.echo: {value: "{pick.result.value}"}
+            default:
+              - t.echo: {value: none}
+          - agent.think: {thread_id: t, prompt: "{choose.result.value}"}
+          - foreach: "[pick.result]"
+            as: row
+            steps:
+              - switch: "{pick.status}"
+                cases:
+                  ok:
+                    - user.notify: {message: "{row}"}
+        """
+    name = write(project, "a.chain.yaml", text)
+    found = {d["line"]: d for d in check(project, name)}
+    assert sorted(found) == [6, 14, 21] and {d["rule"] for d in found.values()} == {"CL066"}, found
+    # a catch's {error} holds what the try steps' errors may
+    assert found[6]["message"] == (
+        "secrets.crm_token reaches the user (user.notify): secrets.crm_token → step t.echo's result → {error} "
+        "in the catch → user.notify's message")
+    # a try's result is its last step's; a switch's, the last step's of each case
+    assert found[14]["message"] == (
+        "secrets.crm_token reaches a model (agent.think): secrets.crm_token → step t.echo's result → step pick's "
+        "result → step t.echo's result → step choose's result → agent.think's prompt")
+    # a foreach's items reach the steps inside a switch's cases within it
+    assert found[21]["message"] == (
+        "secrets.crm_token reaches the user (user.notify): secrets.crm_token → step t.echo's result → step pick's "
+        "result → the items of step 4 → user.notify's message")
+    exposed = []
+    for line in text.split("\n"):
+        exposed.append(line)
+        if "- user.notify" in line or "- agent.think" in line:
+            exposed.append(" " * (line.index("-") + 2) + "expose: [crm_token]")
+    write(project, name, "\n".join(exposed))
+    assert check(project, name) == []
+
+
+def test_a_secret_that_a_pre_hook_sets_on_a_step(project: Path) -> None:
+    text = """\
+        steps:
+          - user.notify: {message: "hello"}
+          - t.echo: {value: 1}
+          - agent.think: {thread_id: t, prompt: "{t.echo.result.value}"}
+        hooks:
+          - id: sign
+            trigger: pre:user.notify
+            set: {message: "{secrets.crm_token}"}
+          - trigger: pre:t.*
+            set: {value: "Bearer {secrets.crm_token}"}
+        """
+    name = write(project, "a.chain.yaml", text)
+    found = {d["line"]: d for d in check(project, name)}
+    assert sorted(found) == [2, 4] and {d["rule"] for d in found.values()} == {"CL066"}, found
+    assert found[2]["message"] == (
+        "secrets.crm_token reaches the user (user.notify): secrets.crm_token → set: message of hook sign "
+        "(pre:user.notify) → user.notify's message")
+    # a value set on a step that is no sink still reaches what reads its result
+    assert found[4]["message"] == (
+        "secrets.crm_token reaches a model (agent.think): secrets.crm_token → set: value of hook #2 (pre:t.*) → "
+        "step t.echo's result → agent.think's prompt")
+    write(project, name, text.replace('"hello"}\n', '"hello"}\n            expose: [crm_token]\n')
+          .replace('value}"}\n', 'value}"}\n            expose: [crm_token]\n'))
+    assert check(project, name) == []
+
+
 # -- run time: what the checker cannot see ----------------------------------------------------
 
 

@@ -11,7 +11,13 @@ the decide model) or the user (`user.notify`) unless the step that sends it says
   `post:` hook on a step whose result is, gets a tainted payload, which its action may send on;
 - a sub-chain (a named chain, or `chain.run` with a literal path): a tainted param taints
   that input inside the callee; what the callee sends to a sink from it is reported at
-  the calling step, and outputs computed from secrets taint the calling step's result.
+  the calling step, and outputs computed from secrets taint the calling step's result;
+- a `repeat`: a `state` or `next` value taints `loop.NAME` in the body, `until` and `next`
+  (`next` reads the steps of the pass, as an expression just after the body would);
+- a `try` or `switch` block: its result (its last step's, in each branch that may end it)
+  holds what that step's does, and `{error}` in a catch what the try steps' errors may;
+- a hook's `set:` on a `pre:` trigger: the value it sets becomes the firing step's param.
+  (A switch's value is only compared with the case keys: it is sent nowhere.)
 
 Every flow is reported once per secret and sink step (CL066), naming the secret, the way
 it flows and the fix. The calling step's `expose` covers the chain it calls. CL067: an
@@ -30,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 from chainlang.checks.base import CheckContext, suggestion
 from chainlang.diagnostics import rules
 from chainlang.expr.ast import Key, Name, iter_refs
-from chainlang.model.nodes import Chain, EventStep, Hook, Step, StepBase, Value, walk_steps
+from chainlang.model.build_loops import LOOP, RepeatStep
+from chainlang.model.nodes import Chain, EventStep, Hook, Step, StepBase, SwitchStep, TryStep, Value, walk_steps
 from chainlang.registry.sinks import sink_of
 
 if TYPE_CHECKING:
@@ -41,6 +48,7 @@ if TYPE_CHECKING:
 
 RULES = (rules.SECRET_FLOW, rules.BAD_EXPOSE)
 
+Trail = tuple[tuple[int, str, int], ...]  # a position in a Document (checks/scope.py)
 Taint = dict[str, str]  # secret name → how it arrives ("secrets.crm_token → step crm.fetch's result")
 MAX_PASSES = 8  # of the fixpoint over one sequence of steps (loops may carry a taint backwards)
 MAX_DEPTH = 8  # chains calling chains followed from one file
@@ -73,6 +81,9 @@ class Flow:
     params: dict[int, dict[str, Taint]] = field(default_factory=dict)  # id(step) → param → taint
     results: dict[int, Taint] = field(default_factory=dict)
     loops: dict[int, Taint] = field(default_factory=dict)  # id(step with foreach) → its loop variable's
+    states: dict[int, dict[str, Taint]] = field(default_factory=dict)  # id(repeat) → loop.NAME → taint
+    # what `pre:` hooks set on the steps they fire on: (the hook, param → taint of the value set)
+    sets: list[tuple[Hook, dict[str, Taint]]] = field(default_factory=list)
     leaks: list[Leak] = field(default_factory=list)
     needed: dict[int, set[str]] = field(default_factory=dict)  # id(step) → the exposed names a flow used
     # the index of the steps (set by SecretsFlow.run): positions, containing steps, static paths
@@ -129,6 +140,14 @@ class SecretsFlow:
                 if step.foreach is not None and step.foreach.expr is not None:
                     taint = self.expr_taint(flow, step.foreach.expr, step)
                     changed |= _union(flow.loops.setdefault(id(step), {}), taint, f" → the items of {_label(step)}")
+                if isinstance(step, RepeatStep):
+                    changed |= self.repeat_state(flow, step)
+                if isinstance(step, (TryStep, SwitchStep)):  # a block's result is its last step's
+                    result = flow.results.setdefault(id(step), {})
+                    for label, branch in step.branches():
+                        if branch and label != "finally":  # a finally runs last but leaves the result
+                            changed |= _union(result, flow.results.get(id(branch[-1]), {}),
+                                              f" → {_label(step)}'s result")
                 if not isinstance(step, EventStep):
                     continue
                 params = flow.params.setdefault(id(step), {})
@@ -139,6 +158,11 @@ class SecretsFlow:
                     taint = self.value_taint(flow, value, step)
                     changed |= _union(params.setdefault(key, {}), taint)
                     changed |= _union(result, taint, f" → {_label(step)}'s result")
+                for hook, values in flow.sets:
+                    if _matches(hook, step.event):
+                        for key, taint in values.items():
+                            changed |= _union(params.setdefault(key, {}), taint)
+                            changed |= _union(result, taint, f" → {_label(step)}'s result")
             if not changed:
                 break
         for step in steps:
@@ -146,10 +170,25 @@ class SecretsFlow:
                 self.sinks(flow, chain, step, depth)
         return flow
 
+    def repeat_state(self, flow: Flow, step: RepeatStep) -> bool:
+        """`loop.NAME` of a repeat: its `state` value (read before the loop, outside it), then
+        what each pass's `next` gives it (read after the pass's steps)."""
+        states = flow.states.setdefault(id(step), {})
+        around = flow.parents.get(id(step))
+        after = _after_body(flow, step)
+        changed = False
+        for name, value in step.state.items():
+            taint = self.value_taint(flow, value, step, loops_from=around, outside=True)
+            changed |= _union(states.setdefault(name, {}), taint, f" → loop.{name} of {_label(step)}")
+        for name, value in step.next.items():
+            taint = self.value_taint(flow, value, step, trail=after)
+            changed |= _union(states.setdefault(name, {}), taint, f" → loop.{name} of {_label(step)} (next:)")
+        return changed
+
     def may_carry(self, flow: Flow, steps: list[Step]) -> bool:
         """Whether anything in `steps` can hold a secret: a reference to one, an input or a
-        payload that holds one, or a call of a chain (whose outputs may)."""
-        if flow.inputs or flow.payload:
+        payload that holds one, a value a hook sets, or a call of a chain (whose outputs may)."""
+        if flow.inputs or flow.payload or any(values for _, values in flow.sets):
             return True
         refs = flow.bindings.refs.values() if flow.bindings is not None else ()
         if any(binding.kind == "secret" for binding in refs):
@@ -253,23 +292,28 @@ class SecretsFlow:
 
     # -- what an expression carries
 
-    def value_taint(self, flow: Flow, value: Value, step: Step | None) -> Taint:
-        """What `value` carries at `step` (None: at the end of the chain, where outputs are)."""
+    def value_taint(self, flow: Flow, value: Value, step: Step | None, **where: Any) -> Taint:
+        """What `value` carries at `step` (None: at the end of the chain, where outputs are);
+        `where`: as expr_taint's."""
         out: Taint = {}
         for tv in value.templates:
-            _union(out, self.template_taint(flow, tv, step))
+            _union(out, self.template_taint(flow, tv, step, **where))
         return out
 
-    def template_taint(self, flow: Flow, tv: Any, step: Step | None) -> Taint:
+    def template_taint(self, flow: Flow, tv: Any, step: Step | None, **where: Any) -> Taint:
         from chainlang.expr.template import Embedded
 
         out: Taint = {}
         for part in tv.template.parts:
             if isinstance(part, Embedded):
-                _union(out, self.expr_taint(flow, part.expr, step))
+                _union(out, self.expr_taint(flow, part.expr, step, **where))
         return out
 
-    def expr_taint(self, flow: Flow, expr: "Expr", step: Step | None) -> Taint:
+    def expr_taint(self, flow: Flow, expr: "Expr", step: Step | None, trail: "Trail | None" = None,
+                   loops_from: Step | None = None, outside: bool = False) -> Taint:
+        """What `expr` carries at `step`. `trail`: the position step references are read from,
+        when not `step`'s (a repeat's `next`: after its body). `outside`: loop variables are
+        those around `loops_from` rather than `step` (a repeat's `state`, read before it)."""
         out: Taint = {}
         doc = flow.doc
         refs = flow.bindings.refs if flow.bindings is not None else {}
@@ -289,7 +333,7 @@ class SecretsFlow:
             elif kind in ("latest", "path", "id"):
                 if binding.field not in ("result", "error", "params") or doc is None:
                     continue
-                target = self.target(binding, step, flow)
+                target = self.target(binding, step, flow, trail)
                 if target is not None:
                     _union(out, flow.results.get(id(target), {}))
             elif kind == "input":
@@ -299,31 +343,62 @@ class SecretsFlow:
                     if name is None or key == name:
                         _union(out, taint)
             elif kind == "loop":
-                holder = step
-                while holder is not None:
-                    if holder.foreach is not None and holder.as_ == binding.name:
-                        _union(out, flow.loops.get(id(holder), {}))
-                        break
-                    holder = flow.parents.get(id(holder))
+                _union(out, _loop_taint(flow, binding, loops_from if outside else step))
             elif kind in ("payload", "event"):
                 _union(out, flow.payload)
         return out
 
     @staticmethod
-    def target(binding: Any, step: Step | None, flow: Flow) -> "StepBase | None":
-        """The step a step reference names, seen from `step` (None: from the chain's end)."""
+    def target(binding: Any, step: Step | None, flow: Flow, trail: "Trail | None" = None) -> "StepBase | None":
+        """The step a step reference names, seen from `step` (None: from the chain's end), or
+        from `trail` when given."""
         doc = flow.doc
         assert doc is not None
         if binding.kind == "id":
             return doc.ids.get(binding.name)
         if binding.kind == "path":
             return flow.by_path.get(binding.name)
+        if trail is not None:
+            return doc.latest_before(binding.name, None, trail)
         if step is None:
             return doc.latest_before(binding.name, None, ((0, "steps", len(flow.steps)),))
         trail = doc.trails.get(id(step))
         if trail is None:  # a step of a kind the index does not know
             return None
         return doc.latest_before(binding.name, step, trail)
+
+
+def _loop_taint(flow: Flow, binding: Any, start: Step | None) -> Taint:
+    """What a loop variable read at `start` carries: a foreach's item, a repeat's `loop.NAME`,
+    or a catch's `{error}` (the errors of its try steps). The nearest enclosing one counts."""
+    out: Taint = {}
+    inner: Step | None = None
+    holder = start
+    while holder is not None:
+        if binding.name == LOOP and isinstance(holder, RepeatStep):
+            first = binding.path[0] if binding.path else None
+            name = first.name if isinstance(first, Name) else first.value if isinstance(first, Key) else None
+            for key, taint in flow.states.get(id(holder), {}).items():
+                if name is None or key == name:
+                    _union(out, taint)
+            return out
+        if binding.name == "error" and isinstance(holder, TryStep) and holder.catch is not None and \
+                inner is not None and any(s is inner for s in holder.catch):
+            for tried in walk_steps(holder.try_):
+                _union(out, flow.results.get(id(tried), {}), " → {error} in the catch")
+            return out
+        if holder.foreach is not None and holder.as_ == binding.name:
+            _union(out, flow.loops.get(id(holder), {}))
+            return out
+        inner, holder = holder, flow.parents.get(id(holder))
+    return out
+
+
+def _after_body(flow: Flow, step: RepeatStep) -> "Trail | None":
+    """Where a repeat's `until` and `next` stand: just after the last step of its body."""
+    doc = flow.doc
+    here = doc.trails.get(id(step)) if doc is not None else None
+    return None if here is None else here + ((id(step), "steps", len(step.steps)),)
 
 
 def _parents(steps: list[Step]) -> dict[int, Step]:
@@ -346,6 +421,9 @@ def _children(step: Step) -> list[Step]:
         value = getattr(step, each.name, None)
         if isinstance(value, list):
             found.extend(item for item in value if isinstance(item, StepBase))  # type: ignore[misc]
+    if isinstance(step, SwitchStep):  # a switch's cases hold their steps one level down
+        for case in step.cases:
+            found.extend(case.steps)
     return found
 
 
@@ -398,6 +476,23 @@ def hook_payload(engine: SecretsFlow, hook: Hook, sources: list[tuple[Chain, Flo
     return out
 
 
+def hook_sets(engine: SecretsFlow, hooks: list[Hook]) -> list[tuple[Hook, dict[str, Taint]]]:
+    """What each `pre:` hook's `set:` puts in the params of the steps it fires on (its values
+    are rendered before the step runs, so what a sink step then sends may hold a secret)."""
+    out: list[tuple[Hook, dict[str, Taint]]] = []
+    for hook in hooks:
+        trigger = hook.trigger
+        if trigger is None or hook.kind != "hook" or trigger.phase != "pre" or not hook.set:
+            continue
+        here = Flow(hook.action, hook.bindings)
+        values: dict[str, Taint] = {}
+        for key, value in hook.set.items():
+            words = f" → set: {key} of hook {hook.label} ({trigger.phase}:{trigger.pattern})"
+            _union(values.setdefault(key, {}), engine.value_taint(here, value, None), words)
+        out.append((hook, {key: taint for key, taint in values.items() if taint}))
+    return out
+
+
 # -- the check
 
 
@@ -407,7 +502,7 @@ def check(ctx: CheckContext) -> None:
         return
     ctx.analysis  # binds the references followed here (computed once, shared with the other checks)
     engine = SecretsFlow(ctx)
-    main = Flow(chain.steps, chain.bindings)
+    main = Flow(chain.steps, chain.bindings, sets=hook_sets(engine, chain.hooks))
     if chain.kind == "chain":
         engine.run(main, chain)
     flows = [main]
