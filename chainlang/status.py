@@ -15,7 +15,7 @@ import re
 from typing import Any, Collection, Final, Literal, Mapping, get_args
 
 __all__ = [
-    "ERROR_TYPE_FORM", "ERROR_TYPES", "EXIT_CODES", "HOOK_STATUSES", "NEVER_RETRIED", "RESERVED_TYPES", "RETRIED", "RUN_STATUSES",
+    "ERROR_TYPE_FORM", "ERROR_TYPES", "EXIT_CODES", "HOOK_STATUSES", "NEVER_RETRIED", "RESERVED_TYPES", "RESUMABLE", "RETRIED", "RUN_STATUSES",
     "STEP_STATUSES",
     "ErrorType", "HookStatus", "Outcome", "RunStatus", "StepStatus", "retryable",
 ]
@@ -23,10 +23,10 @@ __all__ = [
 # -- statuses
 
 #: how a run ended, as `run_finished` records it (LANGUAGE.md §9)
-RunStatus = Literal["ok", "broken", "failed", "limit", "interrupted"]
+RunStatus = Literal["ok", "broken", "failed", "limit", "interrupted", "waiting"]
 #: what a run, an emit or a resume reports: a recorded status, or `invalid` (the chain or
 #: the payload did not check: nothing ran) or `duplicate` (an emit id seen before)
-Outcome = Literal["ok", "broken", "failed", "limit", "interrupted", "invalid", "duplicate"]
+Outcome = Literal["ok", "broken", "failed", "limit", "interrupted", "waiting", "invalid", "duplicate"]
 #: how an attempt of a step ended (`step_finished`)
 StepStatus = Literal["ok", "failed", "skipped", "cancelled"]
 #: how a hook's action ended (`hook_finished`)
@@ -37,18 +37,21 @@ BROKEN: Final = "broken"
 FAILED: Final = "failed"
 LIMIT: Final = "limit"
 INTERRUPTED: Final = "interrupted"
+WAITING: Final = "waiting"  # ended at a wait (--detach, §15): resumed when its event or deadline comes
 INVALID: Final = "invalid"
 DUPLICATE: Final = "duplicate"
 SKIPPED: Final = "skipped"
 CANCELLED: Final = "cancelled"
 
 RUN_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
+#: the ends of a run that `resume` (and serve) continue
+RESUMABLE: frozenset[str] = frozenset({INTERRUPTED, WAITING})
 STEP_STATUSES: frozenset[str] = frozenset(get_args(StepStatus))
 HOOK_STATUSES: frozenset[str] = frozenset(get_args(HookStatus))
 
 #: the exit status of `chainlang run`, `emit` and `resume` for each outcome
 EXIT_CODES: Final[Mapping[str, int]] = {OK: 0, BROKEN: 0, DUPLICATE: 0, FAILED: 1, INVALID: 1, INTERRUPTED: 1,
-                                        LIMIT: 3}
+                                        LIMIT: 3, WAITING: 4}
 
 # -- error types: the `type` of an error object (`{"type": ..., "message": ...}`)
 
@@ -76,6 +79,7 @@ ErrorType = Literal[
     # a run's end
     "break",  # on_error: break ended the run (status broken)
     "interrupted",  # the run was stopped before its end: resume continues it
+    "waiting",  # the run ended at a wait (--detach): its event, or its deadline, continues it
     "unsafe_resume",  # resume stopped at a step that is not idempotent and did not finish
     "secret",  # a secret the run needs is not set
     # a stored task's run, and the Temporal engine

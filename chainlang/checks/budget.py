@@ -22,7 +22,8 @@ from typing import Iterator
 from chainlang.checks.base import CheckContext, Project
 from chainlang.diagnostics import rules
 from chainlang.expr.ast import ListLit
-from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, FailStep, IfStep, Step, SwitchStep, TryStep
+from chainlang.model.nodes import (BlockStep, Chain, Condition, EventStep, FailStep, IfStep, Step, SwitchStep, TryStep,
+                                   WaitStep)
 
 RULES = (rules.OVER_BUDGET,)
 
@@ -187,6 +188,8 @@ class Budget:
             return then if total(then) >= total(else_) else else_
         if isinstance(step, (TryStep, SwitchStep, FailStep)):  # try: every branch may run; switch: one case
             return self.flow_cost(chain, step)
+        if isinstance(step, WaitStep):  # waiting asks no model
+            return {}
         cost: Cost = {}
         line = step.node.line
         spec = self.registry.get(step.event) if step.event else None

@@ -31,7 +31,7 @@ from chainlang.model.nodes import (
     Value,
     walk_steps,
 )
-from chainlang.model.nodes import FailStep, SwitchStep, TryStep
+from chainlang.model.nodes import FailStep, SwitchStep, TryStep, WaitStep
 from chainlang.checks.flow_scope import LIVE_FIELDS, error_ref, index_flow, live_run_ref, walk_flow
 from chainlang.checks.loops import loop_ref, walk_repeat
 from chainlang.model.build_loops import LOOP, RepeatStep
@@ -263,6 +263,11 @@ class Analyser:
                 self.walk_steps(step.else_, doc, inner)
             elif isinstance(step, (TryStep, SwitchStep, FailStep)):  # checks/flow_scope.py
                 walk_flow(self, step, doc, inner)
+            elif isinstance(step, WaitStep) and step.where is not None:
+                # bare names are the event's payload fields; the run's values read as anywhere (§15)
+                waiting = Scope(loops=inner.loops, payload=self.wait_payload_type(step), trail=inner.trail,
+                                current=step, enclosing=inner.enclosing, captured=inner.captured)
+                self.condition_site(step.where, "where", doc, waiting)
 
     def condition_site(self, cond: Condition, context: str, doc: Document, scope: Scope) -> Any:
         if cond.expr is None:
@@ -570,7 +575,9 @@ class Analyser:
             props = _object_props(T.path_type(payload, ref.segments[:k]) if k else payload)
             where = (".".join(_leading_names(ref.segments[:k])) or None) if k else None
             return self.problem(ref, site, "payload", rules.REF_UNKNOWN,
-                                f"'{label}' is not a field of " + (f"'{where}' in " if where else "") + "this hook's payload",
+                                f"'{label}' is not a field of " + (f"'{where}' in " if where else "")
+                                + ("the payload of the event this wait waits for" if site.context == "where"
+                                   else "this hook's payload"),
                                 _suggest(label, props) or (f"its fields: {', '.join(sorted(props))}" if props else None),
                                 seg.start, seg.end)
         return RefInfo(site, ref, "payload", found)
@@ -605,7 +612,16 @@ class Analyser:
 
     # -- types --
 
+    def wait_payload_type(self, step: "WaitStep") -> Any:
+        """What a wait's event carries: its declared payload schema (any, for an unknown event)."""
+        spec = self.ctx.registry.get(step.event) if step.event else None
+        schema = getattr(spec, "params_schema", None) if spec is not None else None
+        return T.type_from_schema(schema) if schema else T.ANY
+
     def result_type(self, target: StepBase) -> Any:
+        if isinstance(target, WaitStep):  # the payload of the event that came (null when it timed out and went on)
+            payload = self.wait_payload_type(target)
+            return T.union(payload, T.NULL) if target.on_timeout == "continue" else payload
         if not isinstance(target, EventStep) or not target.event:
             return T.ANY
         name = target.event

@@ -184,6 +184,11 @@ _JSON = click.option("--json", "as_json", is_flag=True,
 _COLOR = click.option("--color/--no-color", default=None, help="Colour the progress (default: when stderr is a terminal).")
 
 
+_DETACH = click.option("--detach", is_flag=True,
+                       help="At the first wait, end with exit 4 (status waiting) instead of waiting here: the event "
+                            "(through chainlang serve) or the deadline continues the run.")
+
+
 @main.command()
 @click.argument("file", type=click.Path())
 @click.option("--input", "inputs", multiple=True, metavar="NAME=VALUE",
@@ -194,22 +199,23 @@ _COLOR = click.option("--color/--no-color", default=None, help="Colour the progr
 @click.option("--now", default=None, metavar="ISO-8601", help="Pin the run's clock, e.g. 2025-01-15T09:30:00+01:00.")
 @click.option("--thread", default=None, metavar="ID",
               help="Attach the run to a stored thread: each step's result is added to it (see chainlang threads).")
+@_DETACH
 @_tools_option
 @_PROGRESS
 @_COLOR
 def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | None, now: str | None,
-        thread: str | None, tools: tuple[str, ...], progress: str, color: bool | None) -> None:
+        thread: str | None, detach: bool, tools: tuple[str, ...], progress: str, color: bool | None) -> None:
     """Run a chain.
 
     The chain is checked first; a chain with errors does not start. Exit code: 0 the run
     finished ok (or stopped cleanly at a break), 1 the chain is invalid or a step failed
-    the run, 2 usage error, 3 a limit stopped the run.
+    the run, 2 usage error, 3 a limit stopped the run, 4 the run waits (--detach).
     """
 
     def body() -> int:
         from chainlang.cli.run import run_command
 
-        return run_command(file, inputs, as_json, transcript, now, tools, progress, color, thread)
+        return run_command(file, inputs, as_json, transcript, now, tools, progress, color, thread, detach)
 
     _guarded(body)
 
@@ -221,10 +227,11 @@ def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | Non
 @click.option("--rerun", multiple=True, metavar="STEP",
               help="Run this unfinished non-idempotent step again (you checked it did not take effect).")
 @click.option("--skip", multiple=True, metavar="STEP", help="Go on without this unfinished non-idempotent step.")
+@_DETACH
 @_PROGRESS
 @_COLOR
 def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[str, ...], skip: tuple[str, ...],
-           progress: str, color: bool | None) -> None:
+           detach: bool, progress: str, color: bool | None) -> None:
     """Continue an interrupted run from its transcript.
 
     Steps that finished are not run again; recorded clock readings and decide answers are
@@ -235,7 +242,7 @@ def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[
     def body() -> int:
         from chainlang.cli.run import resume_command
 
-        return resume_command(transcript, as_json, tools, rerun, skip, progress, color)
+        return resume_command(transcript, as_json, tools, rerun, skip, progress, color, detach)
 
     _guarded(body)
 

@@ -42,7 +42,8 @@ def _no_constant(name: str) -> Any:
 
 
 def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript: str | None, now: str | None,
-                tools: Sequence[str], progress: str, color: bool | None, thread: str | None = None) -> int:
+                tools: Sequence[str], progress: str, color: bool | None, thread: str | None = None,
+                detach: bool = False) -> int:
     from chainlang.engine.entry import run_async
     from chainlang.runtime.admission import parse_now
 
@@ -50,17 +51,19 @@ def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript
     pinned = parse_now(now)
     view = _progress(progress, color)
     return _drive(lambda announce: run_async(file, inputs, now=pinned, transcript=transcript, tools=tools,
-                                             progress=view, on_transcript=announce, thread=thread), as_json, color,
+                                             progress=view, on_transcript=announce, thread=thread, detach=detach),
+                  as_json, color,
                   progress == "quiet")
 
 
 def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: Sequence[str], skip: Sequence[str],
-                   progress: str, color: bool | None) -> int:
+                   progress: str, color: bool | None, detach: bool = False) -> int:
     from chainlang.engine.entry import resume_async
 
     view = _progress(progress, color)
     return _drive(lambda announce: resume_async(transcript, tools=list(tools) or None, rerun=rerun, skip=skip,
-                                                progress=view, on_transcript=announce), as_json, color,
+                                                progress=view, on_transcript=announce, detach=detach),
+                  as_json, color,
                   progress == "quiet")
 
 
@@ -126,6 +129,8 @@ def _drive(start: Callable[[Callable[[Path], None]], Awaitable[Any]], as_json: b
     sys.stdout.flush()
     if result.status == "interrupted" and result.error and result.error.get("type") == "unsafe_resume":
         _err(f"stopped: {result.error['message']}")
+    elif result.status == "waiting" and result.error:
+        _err(waiting_text(result.error, where[0] if where else None))
     elif quiet and not result.ok and result.error:
         _err(f"run {result.status}: {_why(result.error)}")
     return _leave(int(result.exit_code))
@@ -210,6 +215,24 @@ def _firing_line(item: dict[str, Any], as_ascii: bool) -> str:
     elif item.get("duration_ms") is not None:
         text += f" in {_duration(item['duration_ms'])}"
     return visible(_ascii(text) if as_ascii else text)
+
+
+def waiting_text(error: dict[str, Any], transcript: Path | None) -> str:
+    """What `run --detach` says when the run ends at a wait: what it waits for, until when,
+    the question of a user.ask, and how it goes on."""
+    lines = [f"waiting at step {error.get('step')} for {error.get('event')}"
+             + (f" until {error['deadline']}" if error.get("deadline") else " (no timeout)")]
+    question = error.get("question")
+    if isinstance(question, dict):
+        choices = question.get("choices")
+        lines.append(f"  question {question.get('id')}: {question.get('question')}"
+                     + (f" [{' / '.join(str(c) for c in choices)}]" if isinstance(choices, list) else ""))
+        lines.append(f"  answer with: chainlang emit user.answered --data '{{\"question_id\": \"{question.get('id')}\", "
+                     "\"answer\": ...}'")
+    if transcript is not None:
+        lines.append(f"  the event goes on with it under chainlang serve, or continue here: chainlang resume "
+                     f"{_shown(transcript)}")
+    return "\n".join(lines)
 
 
 def _leave(code: int) -> int:

@@ -16,13 +16,14 @@ from chainlang.expr.ast import Ref
 from chainlang.model.bindings import ChainBindings
 from chainlang.compile.loops import repeat_node
 from chainlang.compile.flow_graph import flow_node
-from chainlang.model.nodes import FailStep, SwitchStep, TryStep
+from chainlang.model.nodes import FailStep, SwitchStep, TryStep, WaitStep
+from chainlang.compile.wait_graph import ASK_EVENT, ask_plan, wait_plan
 from chainlang.model.build_loops import RepeatStep
 from chainlang.model.nodes import BlockStep, Chain, Condition, EventStep, Retry, Step, Value
 
 Resolve = Callable[[Ref], Any]
 Compiled = Callable[[Resolve], Any]
-NodeKind = Literal["event", "steps", "parallel", "if", "repeat", "try", "switch", "fail"]
+NodeKind = Literal["event", "steps", "parallel", "if", "repeat", "try", "switch", "fail", "wait"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class GraphNode:
     children: tuple["GraphNode", ...] = ()  # steps / parallel branches / then
     repeat: Any = None  # a repeat's until, max, delay, state and next (compile.loops.RepeatPlan)
     flow: Any = None  # a try/switch's branch labels, a switch value or fail message (compile.flow_graph.FlowPlan)
+    wait: Any = None  # a wait's (or user.ask's) event, where, timeout (compile.wait_graph.WaitPlan)
     else_: tuple["GraphNode", ...] = ()
 
     @property
@@ -114,7 +116,7 @@ def compile_chain(chain: Chain) -> ExecutionGraph:
     return ExecutionGraph(
         file=chain.file,
         name=chain.name,
-        nodes=tuple(_node(step, decide, captures) for step in chain.steps),
+        nodes=tuple(_node(step, decide, captures, chain.bindings) for step in chain.steps),
         outputs={name: _value(value) for name, value in chain.outputs.items()},
         inputs={name: inp.schema for name, inp in chain.inputs.items()},
         max_steps=limits.max_steps,
@@ -150,7 +152,8 @@ def _captures(chain: Chain) -> dict[str, tuple[tuple[str, Any, Ref], ...]]:
     return {origin: tuple(found.values()) for origin, found in out.items() if found}
 
 
-def _node(step: Step, decide: dict[int, Any], captures: dict[str, Any] | None = None) -> GraphNode:
+def _node(step: Step, decide: dict[int, Any], captures: dict[str, Any] | None = None,
+          bindings: Any = None) -> GraphNode:
     common: dict[str, Any] = {
         "path": step.path,
         "line": step.node.line,
@@ -162,6 +165,13 @@ def _node(step: Step, decide: dict[int, Any], captures: dict[str, Any] | None = 
         "timeout": step.timeout,
         "on_error": step.on_error,
     }
+    if isinstance(step, WaitStep):  # compile/wait_graph.py
+        return GraphNode(kind="wait", event=step.event, condition_text=step.if_.text if step.if_ else None,
+                         condition=_condition(step.if_), wait=wait_plan(step, bindings or ChainBindings()), **common)
+    if isinstance(step, EventStep) and step.event == ASK_EVENT and step.foreach is None:
+        return GraphNode(kind="wait", event=step.event, condition_text=step.if_.text if step.if_ else None,
+                         condition=_condition(step.if_),
+                         wait=ask_plan(step, {name: _value(value) for name, value in step.params.items()}), **common)
     if isinstance(step, EventStep):
         return GraphNode(
             kind="event", event=step.event, retry=step.retry, decide=step.decide,
@@ -171,20 +181,20 @@ def _node(step: Step, decide: dict[int, Any], captures: dict[str, Any] | None = 
             captures=(captures or {}).get(step.path, ()), **common,
         )
     if isinstance(step, (TryStep, SwitchStep, FailStep)):  # compile/flow_graph.py
-        return flow_node(step, common, lambda child: _node(child, decide, captures))
+        return flow_node(step, common, lambda child: _node(child, decide, captures, bindings))
     if isinstance(step, RepeatStep):  # compile/loops.py
-        return repeat_node(step, common, tuple(_node(child, decide, captures) for child in step.steps))
+        return repeat_node(step, common, tuple(_node(child, decide, captures, bindings) for child in step.steps))
     if isinstance(step, BlockStep):
         return GraphNode(
             kind="parallel" if step.parallel else "steps",
             condition_text=step.if_.text if step.if_ else None, condition=_condition(step.if_),
-            children=tuple(_node(child, decide, captures) for child in step.steps), **common,
+            children=tuple(_node(child, decide, captures, bindings) for child in step.steps), **common,
         )
     return GraphNode(
         kind="if", condition_text=step.condition.text if step.condition else None,
         condition=_condition(step.condition),
-        children=tuple(_node(child, decide, captures) for child in step.then),
-        else_=tuple(_node(child, decide, captures) for child in step.else_), **common,
+        children=tuple(_node(child, decide, captures, bindings) for child in step.then),
+        else_=tuple(_node(child, decide, captures, bindings) for child in step.else_), **common,
     )
 
 

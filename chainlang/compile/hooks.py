@@ -139,7 +139,7 @@ def _compile(hook: "Hook", chain: "Chain", rank: int) -> CompiledHook:
         limits = chain.limits
         decide = hook.bindings.decide
         action = ExecutionGraph(
-            file=chain.file, name=None, nodes=tuple(_node(step, decide) for step in hook.action), outputs={},
+            file=chain.file, name=None, nodes=tuple(_node(step, decide, None, hook.bindings) for step in hook.action), outputs={},
             inputs={}, max_steps=limits.max_steps, max_depth=limits.max_depth, timeout=None,
             max_parallel=limits.max_parallel,
             allow=tuple(p for p, _ in chain.allow) if chain.allow is not None else None,

@@ -88,6 +88,11 @@ BAD_TRIGGER = Rule("CL063", "bad-trigger", "error", "A trigger that is not one c
 SECRET_FLOW = Rule("CL066", "secret-flow", "error", "A secret flows into a model prompt or user.notify without expose")
 BAD_EXPOSE = Rule("CL067", "bad-expose", "error", "An expose naming no declared secret (an error), or one no flow needs (a warning)")
 
+# -- waiting inside a run (CL068-CL070) --
+WAIT_SHAPE = Rule("CL068", "wait-shape", "error", "A wait or user.ask step written wrongly: no event, an event that is not external, a bad on_timeout")
+WAIT_NO_TIMEOUT = Rule("CL069", "wait-no-timeout", "warning", "A wait without a timeout: the run may wait forever")
+WAIT_WHERE = Rule("CL070", "wait-where", "error", "A wait's where that reads a field its event's payload cannot have, or compares it wrongly")
+
 ALL_RULES: tuple[Rule, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Rule)
 )

@@ -35,6 +35,8 @@ __all__ = [
     "StepFinished",
     "StepProgress",
     "StepStarted",
+    "WaitFinished",
+    "WaitStarted",
     "decode",
     "fields",
 ]
@@ -210,11 +212,42 @@ class ModelCall:
     error: dict[str, Any] | None = None
 
 
+@dataclass(slots=True)
+class WaitStarted:
+    """A `wait` (or `user.ask`) step began to wait (§15), recorded before the run waits:
+    the event it waits for, its `where` with the run's values it reads frozen (`values`,
+    by reference text), its deadline (UTC, None: no timeout) and, for `user.ask`, the
+    question (`{id, question, choices?, schema?}`)."""
+
+    TYPE: ClassVar[str] = "wait_started"
+    step: str
+    event: str
+    where: str | None
+    values: dict[str, Any]
+    deadline: str | None
+    question: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class WaitFinished:
+    """The wait ended: `ok` (an event matched: its `payload` and the emit's id), `timed_out`
+    or `cancelled` (`chainlang waits cancel`). Written after the store recorded the delivery."""
+
+    TYPE: ClassVar[str] = "wait_finished"
+    step: str
+    status: str
+    payload: Any
+    emit_id: str | None = None
+    at: str | None = None  # when the wait was settled (ISO 8601 UTC): user.ask's `at`
+
+
 Record = Union[RunStarted, StepStarted, StepProgress, Decide, HookFired, HookFinished, HookDropped, StepFinished,
-               RunFinished, Clock, ModelCall]
+               RunFinished, Clock, ModelCall, WaitStarted, WaitFinished]
 
 _CLASSES: dict[str, Any] = {cls.TYPE: cls for cls in (RunStarted, StepStarted, StepProgress, Decide, HookFired, HookFinished,
-                                                      HookDropped, StepFinished, RunFinished, Clock, ModelCall)}
+                                                      HookDropped, StepFinished, RunFinished, Clock, ModelCall,
+                                                      WaitStarted, WaitFinished)}
+WAIT_STATUSES: frozenset[str] = frozenset({"ok", "timed_out", "cancelled"})
 RECORD_TYPES: frozenset[str] = frozenset(_CLASSES)
 
 # per type, in the order members are written: (member, accepted Python types, required, nullable)
@@ -252,6 +285,11 @@ _members(Clock, ("value", _STR, True, False), ("step", _STR, False, False))
 _members(ModelCall, ("step", _STR, True, False), ("tier", _STR, True, False), ("model", _STR, True, False),
          ("task", _STR, True, False), ("request", _OBJ, True, False), ("answer", _STR, True, True),
          ("usage", _OBJ, True, False), ("duration_ms", _NUM, True, False), ("error", _OBJ, False, False))
+
+_members(WaitStarted, ("step", _STR, True, False), ("event", _STR, True, False), ("where", _STR, True, True),
+         ("values", _OBJ, True, False), ("deadline", _STR, True, True), ("question", _OBJ, False, False))
+_members(WaitFinished, ("step", _STR, True, False), ("status", _STR, True, False), ("payload", _ANY, True, True),
+         ("emit_id", _STR, False, False), ("at", _STR, False, False))
 
 _NON_EMPTY = frozenset({"step", "event", "file", "value", "hook", "thread"})
 
@@ -317,6 +355,8 @@ def decode(data: dict[str, Any]) -> Record:
         raise RecordError(f"hook_finished record: unknown status {record.status!r}")
     if isinstance(record, RunFinished) and record.status not in RUN_STATUSES:
         raise RecordError(f"run_finished record: unknown status {record.status!r}")
+    if isinstance(record, WaitFinished) and record.status not in WAIT_STATUSES:
+        raise RecordError(f"wait_finished record: unknown status {record.status!r}")
     if isinstance(record, (StepStarted, StepFinished)) and record.attempt < 1:
         raise RecordError(f"{kind} record: 'attempt' must be 1 or more")
     return record

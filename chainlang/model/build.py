@@ -18,6 +18,7 @@ from chainlang.load.loader import AnyNode, MapNode, ScalarNode, SeqNode
 from chainlang.model.build_retry import read_retry_options
 from chainlang.model.build_flow import FLOW_FORMS, FLOW_KEYS, build_flow, orphan_form
 from chainlang.model.build_loops import REPEAT_KEYS, build_repeat
+from chainlang.model.build_wait import WAIT_KEYS, build_wait
 from chainlang.model.build_triggers import build_triggers
 from chainlang.model.nodes import (
     BlockStep,
@@ -59,7 +60,7 @@ EVENT_KEYS = COMMON_KEYS + ("event", "params", "decide", "retry", "expose")
 PARALLEL_KEYS = COMMON_KEYS + ("parallel",)
 STEPS_KEYS = COMMON_KEYS + ("steps",)
 IF_KEYS = COMMON_KEYS + ("then", "else")
-ALL_STEP_KEYS = frozenset(EVENT_KEYS + PARALLEL_KEYS + STEPS_KEYS + IF_KEYS + FLOW_KEYS + REPEAT_KEYS)
+ALL_STEP_KEYS = frozenset(EVENT_KEYS + PARALLEL_KEYS + STEPS_KEYS + IF_KEYS + FLOW_KEYS + REPEAT_KEYS + WAIT_KEYS)
 HOOK_KEYS = ("id", "trigger", "condition", "priority", "after", "action", "cancel", "set", "mode", "max", "max_depth",
              "on_error", "description")
 LIMIT_KEYS = ("max_steps", "max_depth", "timeout", "max_parallel", "max_model_calls", "max_tokens")
@@ -332,7 +333,7 @@ class ModelBuilder:
 
     def mapping_step(self, node: MapNode, path: str) -> Step:
         has = node.index.__contains__
-        forms = [k for k in ("event", "parallel", "steps", "then", "repeat") + FLOW_FORMS if has(k)]
+        forms = [k for k in ("event", "parallel", "steps", "then", "repeat", "wait") + FLOW_FORMS if has(k)]
         if not forms and (meant := orphan_form(self, node)) is not None:  # catch: without try: (model/build_flow.py)
             forms = [meant]
         if has("else") and not has("then"):
@@ -365,6 +366,8 @@ class ModelBuilder:
             step, allowed = build_repeat(self, node, path)
         elif form in FLOW_FORMS:  # try, switch, fail (model/build_flow.py)
             step, allowed = build_flow(self, node, path, form)
+        elif form == "wait":  # model/build_wait.py
+            step, allowed = build_wait(self, node, path)
         elif form == "then":
             cond_step = IfStep(path=path, node=node)
             if not has("if"):

@@ -177,7 +177,21 @@ class FailStep(StepBase):
     message_node: AnyNode | None = None
 
 
-Step = Union[EventStep, BlockStep, IfStep, TryStep, SwitchStep, FailStep]
+@dataclass(slots=True)
+class WaitStep(StepBase):
+    """`wait: {event, where, timeout, on_timeout}` (§15): the run stops until an event of
+    that name whose `where` holds arrives; its result is the event's payload."""
+
+    event: str = ""
+    event_node: ScalarNode | None = None
+    where: Condition | None = None
+    wait_timeout: float | None = None  # the wait's own timeout (None: none; CL069 warns)
+    timeout_node: AnyNode | None = None
+    on_timeout: str = "fail"  # fail | continue (result null) | break
+    wait_node: AnyNode | None = None  # the `wait:` mapping
+
+
+Step = Union[EventStep, BlockStep, IfStep, TryStep, SwitchStep, FailStep, WaitStep]
 
 
 @dataclass(slots=True)

@@ -12,6 +12,8 @@ earlier emit was interrupted, continues it from its transcript.
 
 from __future__ import annotations
 
+from chainlang.status import RESUMABLE
+
 import hashlib
 import os
 import time
@@ -20,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from chainlang.compile.wait_graph import ANSWER_EVENT
 from chainlang.errors import UsageError
 
 if TYPE_CHECKING:
@@ -56,6 +59,7 @@ class EmitResult:
     diagnostics: list["Diagnostic"] = field(default_factory=list)
     sources: dict[str, Any] = field(default_factory=dict, repr=False)
     previous: dict[str, Any] | None = None  # a duplicate: the earlier emit (run_id, status, transcript)
+    delivered: list[dict[str, Any]] = field(default_factory=list)  # the waiting runs it went to (§15)
 
     @property
     def ok(self) -> bool:
@@ -174,6 +178,8 @@ async def emit_async(
     if loaded.hooks is None:
         return EmitResult(None, name, "invalid", diagnostics=loaded.diagnostics, sources=loaded.sources)
     problems = check_payload(loaded, name, data)
+    if not problems and name == ANSWER_EVENT:  # §15: an answer outside the question's choices is refused
+        problems = _answer_problems(loaded.root, data)
     if problems:
         return EmitResult(None, name, "invalid", errors=problems, diagnostics=loaded.diagnostics)
     engine = (engine_for or embedded_only)(loaded.config)
@@ -206,6 +212,11 @@ async def emit_async(
                 claim.run_id, name, "duplicate", transcript=Path(claim.transcript),
                 previous={"run_id": claim.run_id, "event": claim.event, "status": claim.status,
                           "transcript": claim.transcript})
+    try:  # §15: the runs waiting for it get it first, recorded in the store before anything runs
+        delivered = deliver_to_waits(loaded.root, name, data, id if id is not None else run_id)
+    except BaseException:
+        release_unused(lock, where)
+        raise
     header = {"chain": None, "file": str(loaded.root.resolve()), "file_sha256": loaded.digest, "inputs": {},
               "now": pinned.isoformat() if pinned else None,
               "started_at": (pinned or datetime.now().astimezone()).isoformat(), "tools": list(tools),
@@ -219,7 +230,27 @@ async def emit_async(
             _finish(loaded.root, id, result.status)
     finally:
         lock.release()
+    result.delivered = delivered
     return result
+
+
+def _answer_problems(root: Path, data: Any) -> list[str]:
+    from chainlang.runtime.deliver import check_answer
+    from chainlang.tasks.stored import project_store
+
+    with project_store(root) as store:
+        return check_answer(store, data)
+
+
+def deliver_to_waits(root: Path, name: str, data: Any, emit_id: str) -> list[dict[str, Any]]:
+    """Deliver the event to the waits it matches (runtime/deliver.py): the runs it went to."""
+    from chainlang.runtime.deliver import deliver_event
+    from chainlang.tasks.stored import project_store
+
+    with project_store(root) as store:
+        rows = deliver_event(store, name, data, emit_id)
+    return [{"run_id": row.run_id, "step": row.step, "transcript": row.transcript, "engine": row.engine}
+            for row in rows]
 
 
 async def fire(engine: "Engine", job: "FireJob", where: Path, key: bytes, lock: "RunLock", redactor: "Redactor", *,
@@ -361,7 +392,7 @@ async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[
 
     emitted = header.get("emit") or {}
     name = str(emitted.get("event", ""))
-    if recorded.finished is not None and recorded.finished.status != "interrupted":
+    if recorded.finished is not None and recorded.finished.status not in RESUMABLE:
         done = recorded.finished
         if isinstance(emitted.get("id"), str):  # its process may have died before the store heard of its end
             try:

@@ -46,6 +46,7 @@ class RunJob:
     pinned: datetime | None = None  # --now
     replay: "Replay | None" = None  # a resume: what the transcript recorded
     decider: Any = None  # the caller's (it closes it); None: the engine makes and closes its own
+    detach: bool = False  # end as `waiting` at a wait instead of waiting in this process (§15)
 
 
 @dataclass

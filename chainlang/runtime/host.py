@@ -96,6 +96,7 @@ class RunHost:
     run_written: Callable[..., Awaitable[Any]] | None = None
     elapsed: Callable[[], float] | None = None  # the run's duration so far, in ms (None: this process' clock)
     interrupted: str = "the run was interrupted"  # the message of an interruption
+    waiter: Any = None  # how a wait waits (runtime/wait_step.py; None: runtime.waiting.StoreWaiter)
 
 
 @dataclass
@@ -179,6 +180,7 @@ def open_run(spec: RunSpec, host: RunHost) -> OpenRun:
         state.executor = host.executor
     if host.run_written is not None:
         state.run_written = host.run_written
+    state.waiter = host.waiter
     if spec.budget is not None:
         max_calls, max_tokens, calls, tokens = spec.budget
     else:
@@ -218,7 +220,7 @@ async def drive(run: OpenRun, body: Body, *, shape: Callable[[RunEnd], RunEnd] |
     end before it is recorded (an emit's outputs are the hooks it fired). An interruption
     and a bug of ours are recorded too, then raised: the caller's caller decides."""
     from chainlang.journal.records import RunFinished
-    from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked
+    from chainlang.runtime.outcomes import LimitExceeded, ResumeBlocked, RunWaiting
 
     from chainlang.runtime import live_run
 
@@ -239,6 +241,13 @@ async def drive(run: OpenRun, body: Body, *, shape: Callable[[RunEnd], RunEnd] |
             status, outputs, error = await with_hook_actions(actions, body())
         except LimitExceeded as exc:
             return finish(RunEnd("limit", {}, {"type": "limit", "limit": exc.limit, "message": exc.message}))
+        except RunWaiting as exc:  # --detach: the run holds no process while it waits (§15)
+            await actions.cancel_all()
+            error = {"type": "waiting", "message": f"{exc}; it goes on when the event comes or its deadline passes",
+                     "step": exc.path, "event": exc.event, "deadline": exc.deadline}
+            if exc.question is not None:
+                error["question"] = exc.question
+            return finish(RunEnd("waiting", {}, error))
         except ResumeBlocked as exc:
             return finish(RunEnd("interrupted", {}, {"type": "unsafe_resume", "message": exc.message,
                                                      "step": exc.path, "event": exc.event}))

@@ -38,6 +38,18 @@ class LimitExceeded(Exception):
         self.message = message
 
 
+class RunWaiting(Exception):
+    """The run stops at a wait and ends as `waiting` (exit 4): `run --detach`, or a serve
+    that lets go of a waiting run. Its event, its deadline or a cancel continues it (§15)."""
+
+    def __init__(self, path: str, event: str, deadline: str | None, question: dict[str, Any] | None = None) -> None:
+        super().__init__(f"the run waits at step {path} for {event}")
+        self.path = path
+        self.event = event
+        self.deadline = deadline
+        self.question = question
+
+
 class ResumeBlocked(Exception):
     """Resuming would re-run a non-idempotent step that started but did not finish."""
 

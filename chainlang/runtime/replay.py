@@ -40,6 +40,9 @@ class Replay:
     model_calls: dict[str, list[ModelCall]] = field(default_factory=dict)
     model_calls_made: int = 0  # every recorded call, failed ones too: what the budget already spent
     model_tokens_used: int = 0
+    # step path → the wait it began and how that wait ended (§15; runtime/wait_step.py)
+    waits_started: dict[str, Any] = field(default_factory=dict)
+    waits_finished: dict[str, Any] = field(default_factory=dict)
     rerun: frozenset[str] = frozenset()  # unfinished non-idempotent steps the user says to run again
     skip: frozenset[str] = frozenset()  # ... or to skip
 

@@ -5,6 +5,8 @@ steps are not run again; the clock readings and decisions it recorded are reused
 
 from __future__ import annotations
 
+from chainlang.status import RESUMABLE
+
 import os
 from itertools import islice
 from pathlib import Path
@@ -38,6 +40,7 @@ async def resume_async(
     decider: Any = None,
     on_transcript: Callable[[Path], None] | None = None,
     engine: "Engine | None" = None,
+    detach: bool = False,
 ) -> "RunResult | EmitResult":
     """Continue the run recorded in `transcript`: finished steps are not run again; the
     clock readings and decisions it recorded are reused. The transcript of an emit gives
@@ -60,7 +63,7 @@ async def resume_async(
     lock = take_lock(where, create=False)
     try:
         return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
-                                    on_transcript, engine)
+                                    on_transcript, engine, detach)
     finally:
         lock.release()
 
@@ -80,7 +83,8 @@ def project_config(directory: Path) -> Any:
 async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | None, rerun: Iterable[str],
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
-                         on_transcript: Callable[[Path], None] | None, engine: "Engine") -> "RunResult | EmitResult":
+                         on_transcript: Callable[[Path], None] | None, engine: "Engine",
+                         detach: bool = False) -> "RunResult | EmitResult":
     from chainlang.journal.jsonl import TranscriptError, read_transcript
     from chainlang.journal.records import fields
 
@@ -102,7 +106,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
 
         return await resume_emit(where, lock, recorded, header, list(tools or ()), frozenset(rerun), frozenset(skip),
                                  registry, progress, notify, decider, engine)
-    if recorded.finished is not None and recorded.finished.status != "interrupted":
+    if recorded.finished is not None and recorded.finished.status not in RESUMABLE:
         done = recorded.finished
         return RunResult(recorded.run_id, done.status, dict(done.outputs), done.error, where, float(done.duration_ms),
                          [])
@@ -139,7 +143,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     try:
         from chainlang.runtime.engine import RunJob
 
-        job = RunJob(prepared, recorded.run_id, resumed, values, pinned, replay, decider)
+        job = RunJob(prepared, recorded.run_id, resumed, values, pinned, replay, decider, detach)
         return await execute(engine, job, where, progress, notify, on_transcript, key, lock, redactor)
     finally:
         SECRETS.reset(read)
@@ -157,7 +161,8 @@ def replay_for(recorded: "Transcript", where: Path, rerun: frozenset[str], skip:
 
 def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[str]) -> "Replay":
     """What resume needs of a verified transcript (its records typed by the reader)."""
-    from chainlang.journal.records import Clock, HookDropped, HookFinished, HookFired, ModelCall, StepFinished
+    from chainlang.journal.records import (Clock, HookDropped, HookFinished, HookFired, ModelCall, StepFinished,
+                                           WaitFinished, WaitStarted)
     from chainlang.runtime.replay import Replay
 
     replay = Replay(rerun=rerun, skip=skip)
@@ -187,6 +192,10 @@ def _replay_of(recorded: "Transcript", rerun: frozenset[str], skip: frozenset[st
             replay.hooks_ended.add((rec.step or "", rec.hook))
         elif isinstance(rec, HookDropped):
             replay.hooks_ended.add((rec.step or "", rec.hook))
+        elif isinstance(rec, WaitStarted):
+            replay.waits_started[rec.step] = rec
+        elif isinstance(rec, WaitFinished):
+            replay.waits_finished[rec.step] = rec
     return replay
 
 

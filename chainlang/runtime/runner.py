@@ -70,6 +70,7 @@ async def run_async(
     on_transcript: Callable[[Path], None] | None = None,
     thread: str | None = None,
     engine_for: "EngineChooser | None" = None,
+    detach: bool = False,
 ) -> RunResult:
     """Run the chain at `path` and return how it ended (never raises for a failing run;
     raises UsageError for bad paths, tools, inputs or options). `thread` attaches the run
@@ -116,7 +117,7 @@ async def run_async(
     lock = take_lock(where)
     read = SECRETS.set(secrets_read)  # what {secrets.NAME} references read
     try:
-        job = RunJob(prepared, run_id, header, values, pinned, None, decider)
+        job = RunJob(prepared, run_id, header, values, pinned, None, decider, detach)
         return await execute(engine, job, where, progress, notify, on_transcript, key, lock, redactor)
     finally:
         SECRETS.reset(read)
@@ -158,6 +159,7 @@ async def run_chain(job: "RunJob", session: "Session") -> "RunEnd":
     from chainlang.runtime.context import FixedClock, SystemClock
     from chainlang.runtime.host import RunHost, RunSpec, begin, drive, open_run
     from chainlang.runtime.walk import ChainRun
+    from chainlang.runtime.waiting import StoreWaiter
 
     prepared = job.prepared
     graph = prepared.graph
@@ -167,7 +169,8 @@ async def run_chain(job: "RunJob", session: "Session") -> "RunEnd":
     host = RunHost(record=session.record, commit=session.commit,
                    clock=FixedClock(job.pinned) if job.pinned else SystemClock(), decider=job.decider,
                    notify=session.tell,
-                   interrupted=f"the run was interrupted; continue it with: chainlang resume {session.where}")
+                   interrupted=f"the run was interrupted; continue it with: chainlang resume {session.where}",
+                   waiter=StoreWaiter(prepared.root, session.where, job.detach))
     run = begin(open_run(spec, host))
     return await drive(run, lambda: ChainRun(run.state, graph, job.inputs).execute())
 

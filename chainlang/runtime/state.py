@@ -61,6 +61,10 @@ class RunState:
     # runs the chain agent.chain wrote elsewhere: the Temporal engine, as a child workflow
     # (chainlang.engine.temporal.children.run_written); None, or a None answer: in this run
     run_written: "Callable[..., Awaitable[Any]] | None" = None
+    # how a `wait` waits (runtime/wait_step.py): None is the embedded engine's StoreWaiter
+    # (runtime/waiting.py); Temporal gives one that waits for a signal with a timer
+    waiter: Any = None
+    detach: bool = False  # `run --detach`: the run ends as `waiting` at its first wait
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
 
     def merged_hooks(self, outer: "HookSet | None", own: "HookSet") -> "HookSet":

@@ -46,6 +46,7 @@ from chainlang.runtime.state import RunState
 from chainlang.runtime.step import StepPipeline
 from chainlang.runtime.loops import run_repeat
 from chainlang.runtime.error_hooks import on_failure
+from chainlang.runtime.wait_step import run_wait
 from chainlang.status import BREAK, BROKEN, FAILED, OK, RunStatus
 
 if TYPE_CHECKING:
@@ -151,6 +152,8 @@ class ChainRun:
                 await self.event(node, scope, ipath)
             elif node.kind in FLOW_KINDS:  # try, switch, fail: runtime/flow.py
                 await run_flow(self, node, scope, ipath)
+            elif node.kind == "wait":  # wait, user.ask: runtime/wait_step.py
+                await run_wait(self, node, scope, ipath)
             else:
                 await self.block(node, scope, ipath)
         except StepFailed as exc:

@@ -119,3 +119,8 @@ def _lock_file(handle: IO[bytes]) -> None:
         import fcntl
 
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+
+
+def ask(ctx: RunContext, question: str, choices: Any = None, schema: Any = None, timeout: Any = None) -> dict[str, Any]:
+    """Never called: a `user.ask` step is a wait (compile/wait_graph.py, runtime/wait_step.py)."""
+    raise RuntimeError("user.ask is a wait: the interpreter runs it, not this function")

@@ -20,6 +20,7 @@ status, failures in a row and lease) and `task_runs` (one row per firing of a ta
 Version 3 adds `emits.data`: the event's payload, so that an emit whose process died
 before its transcript began can still be fired (by the next serve). Version 4 adds the
 threads, their events, the journal and the knowledge of §13, with FTS5 indexes on SQLite.
+Version 5 adds `waits`: the runs waiting inside (§15), and how each wait was settled.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from sqlalchemy import (Column, Connection, ForeignKey, Index, Integer, MetaData
 from .base import StoreError
 
 __all__ = ["EMITS", "EVENT_LOG", "JOURNAL", "KNOWLEDGE", "METADATA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION",
-           "TASKS", "TASK_RUNS", "THREADS", "THREAD_EVENTS",
+           "TASKS", "TASK_RUNS", "THREADS", "THREAD_EVENTS", "WAITS",
            "Migration", "NewerSchema", "append_event", "migrate", "now", "read_version", "to_json", "versioned_update"]
 
 METADATA = MetaData()
@@ -164,6 +165,39 @@ KNOWLEDGE = Table(
 )
 
 
+# One row per wait of a run (§15), keyed by (run, step): the run registers it before it
+# waits; a delivery, a deadline or a cancel settles it once (status goes from 'waiting' to
+# 'delivered', 'timed_out' or 'cancelled' in one compare-and-set), and the run marks it
+# `finished_at` once its transcript recorded `wait_finished`. Events find their waits through
+# the event name, then the equality key of `where` (`match_field == frozen match_value`).
+WAITS = Table(
+    "waits", METADATA,
+    Column("run_id", Text, primary_key=True),
+    Column("step", Text, primary_key=True),
+    Column("event", Text, nullable=False),
+    Column("match_field", Text, nullable=True),  # a payload field `where` compares for equality
+    Column("match_value", Text, nullable=True),  # JSON: the value it must equal (frozen)
+    Column("where_text", Text, nullable=True),
+    Column("frozen", Text, nullable=False),  # JSON: the run's values `where` reads, by reference text
+    Column("question_id", Text, nullable=True),  # user.ask
+    Column("question", Text, nullable=True),  # JSON: {id, question, choices?, schema?}
+    Column("deadline", Text, nullable=True),  # ISO 8601 UTC; None: no timeout
+    Column("transcript", Text, nullable=False),
+    Column("chain", Text, nullable=True),
+    Column("engine", Text, nullable=False),  # 'embedded' | 'temporal'
+    Column("status", Text, nullable=False),  # waiting | delivered | timed_out | cancelled
+    Column("payload", Text, nullable=True),  # JSON: the event's payload (masked), once delivered
+    Column("emit_id", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    Column("settled_at", Text, nullable=True),
+    Column("finished_at", Text, nullable=True),  # the run recorded wait_finished
+    Index("waits_by_event", "event", "status", "match_field", "match_value"),
+    Index("waits_by_deadline", "status", "deadline"),
+    Index("waits_by_question", "question_id"),
+    Index("waits_settled", "finished_at", "status"),
+)
+
+
 def now() -> str:
     """The stored form of a moment: ISO 8601 in UTC, to the microsecond (sorts as text)."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -237,6 +271,10 @@ def _v3(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE emits ADD COLUMN data TEXT"))
 
 
+def _v5(conn: Connection) -> None:
+    METADATA.create_all(conn, tables=[WAITS], checkfirst=False)
+
+
 def _v4(conn: Connection) -> None:
     METADATA.create_all(conn, tables=[THREADS, THREAD_EVENTS, JOURNAL, KNOWLEDGE], checkfirst=False)
     if conn.dialect.name == "sqlite":  # full-text search with BM25 ranking (FTS5), kept in step by triggers
@@ -282,6 +320,7 @@ MIGRATIONS: list[Migration] = [
     Migration(2, "tasks (hooks and schedules, with their leases) and task_runs (their firings)", _v2),
     Migration(3, "emits.data (an emit's payload, to fire it after a crash before its transcript began)", _v3),
     Migration(4, "threads, thread_events, journal and knowledge (with their full-text indexes)", _v4),
+    Migration(5, "waits (the runs waiting for an event or a deadline, and their deliveries)", _v5),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

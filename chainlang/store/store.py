@@ -42,6 +42,7 @@ from .memory import MemoryMethods
 from .redaction import StoreRedaction, project_secrets
 from .tasks import TaskMethods
 from .threads import ThreadMethods
+from .waits import WaitMethods
 
 __all__ = ["DEFAULT_PATH", "Store", "open_store", "sqlite_path", "store_exists", "store_target"]
 
@@ -157,7 +158,7 @@ def sqlite_path(root: Path, url: str) -> Path:
     return path if path.is_absolute() else root / path
 
 
-class Store(TaskMethods, ThreadMethods, MemoryMethods):
+class Store(TaskMethods, ThreadMethods, MemoryMethods, WaitMethods):
     """One project's store. Every method runs in one transaction and raises only StoreError.
 
     The methods on tasks, their leases and runs come from `TaskMethods` (`tasks.py`).

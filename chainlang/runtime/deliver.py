@@ -1,0 +1,110 @@
+"""Delivering an event to the runs waiting for it (LANGUAGE.md §15).
+
+An event that arrives (`chainlang emit`, serve's `POST /events/NAME`, `emit --to`) is
+matched against the waits of its name still waiting: the store narrows them by the
+where's equality key (store/waits.py), then each one's `where` is evaluated here with the
+payload's fields as bare names and the run's values it froze when the wait began. The
+matches are settled in the store in one transaction before anything else happens: a wait
+takes one event at most, and one that matched is never lost, whatever dies next. The runs
+go on by themselves (a foreground run watches its wait), or serve resumes them.
+
+`user.answered` is checked first (`check_answer`): the question must be waiting, and the
+answer one of its choices (or valid against its schema); otherwise the emit is refused and
+the run keeps waiting.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from chainlang.compile.wait_graph import ANSWER_EVENT
+from chainlang.expr.errors import ExprError
+from chainlang.expr.values import json_equal, truthy, walk_path
+
+if TYPE_CHECKING:
+    from chainlang.store import Store
+    from chainlang.store.waits import WaitRow
+
+__all__ = ["check_answer", "deliver_event", "matches"]
+
+
+@lru_cache(maxsize=4096)
+def _compiled(where: str) -> Any:
+    from chainlang.expr import compile_expression, parse_expression
+
+    return compile_expression(parse_expression(where))
+
+
+def matches(row: "WaitRow", payload: Any) -> bool:
+    """Whether `payload` satisfies the wait's `where` (no where: every event of its name)."""
+    if row.where is None:
+        return True
+    frozen = row.frozen
+    fields = payload if isinstance(payload, dict) else {}
+
+    def resolve(ref: Any) -> Any:
+        text = ref.dotted()
+        if text in frozen:
+            return frozen[text]
+        first = ref.segments[0]
+        return walk_path(fields.get(getattr(first, "name", "")), ref.segments[1:], resolve)
+
+    try:
+        return truthy(_compiled(row.where)(resolve))
+    except ExprError:  # a where that fails on this payload (a type error): not a match
+        return False
+
+
+def check_answer(store: "Store", payload: Any) -> list[str]:
+    """Why a `user.answered` payload is refused (empty: it may be delivered)."""
+    if not isinstance(payload, dict):
+        return ["the payload must be an object with question_id and answer"]
+    qid = payload.get("question_id")
+    if not isinstance(qid, str) or not qid:
+        return ["question_id: the id of the question (chainlang waits list shows it)"]
+    waiting = [row for row in store.waits_by_question(qid) if row.status == "waiting"]
+    if not waiting:
+        known = store.waits_by_question(qid)
+        if known:
+            how = {"delivered": "was answered", "timed_out": "timed out", "cancelled": "was cancelled"}
+            return [f"question {qid} {how.get(known[0].status, known[0].status)}: no run waits for its answer"]
+        return [f"no question {qid} is waiting for an answer (chainlang waits list shows the open questions)"]
+    answer = payload.get("answer")
+    for row in waiting:
+        question = row.question or {}
+        choices = question.get("choices")
+        if isinstance(choices, list) and not any(json_equal(answer, c) for c in choices):
+            shown = ", ".join(str(c) for c in choices)
+            return [f"answer {answer!r} is not one of the choices of question {qid}: {shown}"]
+        schema = question.get("schema")
+        if isinstance(schema, dict):
+            problems = _schema_problems(schema, answer)
+            if problems:
+                return [f"the answer does not match the schema of question {qid}: {problems[0]}"]
+    return []
+
+
+def _schema_problems(schema: dict[str, Any], value: Any) -> list[str]:
+    from jsonschema import Draft7Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        validator = Draft7Validator(schema)
+        return [f"{'/'.join(str(p) for p in e.absolute_path) or 'answer'}: {e.message}"
+                for e in validator.iter_errors(value)][:3]
+    except SchemaError as exc:
+        return [f"the question's schema is not valid: {exc.message}"]
+
+
+def deliver_event(store: "Store", event: str, payload: Any, emit_id: str | None) -> list["WaitRow"]:
+    """Settle every wait the event matches (one transaction): the waits delivered to."""
+    rows = store.waiting_for(event, payload)
+    if not rows:
+        return []
+    if event == ANSWER_EVENT:  # by its question's id only (the where is that)
+        qid = payload.get("question_id") if isinstance(payload, dict) else None
+        chosen = [(row.run_id, row.step) for row in rows if row.question_id == qid]
+    else:
+        chosen = [(row.run_id, row.step) for row in rows if matches(row, payload)]
+    return store.deliver_waits(chosen, payload, emit_id)
