@@ -46,6 +46,8 @@ from chainlang.journal.records import (
     StepFinished,
     StepProgress,
     StepStarted,
+    WaitFinished,
+    WaitStarted,
     decode,
     fields,
 )
@@ -76,6 +78,9 @@ FULL: list[Record] = [
     Clock(value="2025-01-02T03:04:05Z", step="3.1"),
     ModelCall(step="3.1", tier="fast", model="m", task="chain", request={"messages": []}, answer="{}",
               usage={"prompt_tokens": 3}, duration_ms=1.5, error={"type": "model", "message": "m"}),
+    WaitStarted(step="2", event="approval.given", where="draft_id == d.result", values={"d.result": "x"},
+                deadline="2025-01-04T03:04:05.000Z", question={"id": "q-1", "question": "ok?", "choices": ["y"]}),
+    WaitFinished(step="2", status="ok", payload={"draft_id": "x"}, emit_id="e-1", at="2025-01-02T03:04:06.000Z"),
 ]
 
 #: every type with only its required members (nullable ones null)
@@ -91,6 +96,8 @@ MINIMAL: list[Record] = [
     RunFinished(status="ok", outputs={}, error=None, duration_ms=0.0),
     Clock(value="v"),
     ModelCall(step="1", tier="t", model="m", task="k", request={}, answer=None, usage={}, duration_ms=0),
+    WaitStarted(step="1", event="e", where=None, values={}, deadline=None),
+    WaitFinished(step="1", status="timed_out", payload=None),
 ]
 
 ORDER: dict[str, list[str]] = {
@@ -105,6 +112,8 @@ ORDER: dict[str, list[str]] = {
     "run_finished": ["status", "outputs", "error", "duration_ms"],
     "clock": ["value", "step"],
     "model_call": ["step", "tier", "model", "task", "request", "answer", "usage", "duration_ms", "error"],
+    "wait_started": ["step", "event", "where", "values", "deadline", "question"],
+    "wait_finished": ["step", "status", "payload", "emit_id", "at"],
 }
 OPTIONAL: dict[str, set[str]] = {
     "run_started": {"emit", "thread"},
@@ -118,6 +127,8 @@ OPTIONAL: dict[str, set[str]] = {
     "run_finished": set(),
     "clock": {"step"},
     "model_call": {"error"},
+    "wait_started": {"question"},
+    "wait_finished": {"emit_id", "at"},
 }
 NULLABLE: dict[str, set[str]] = {
     "run_started": {"chain", "now"},
@@ -131,6 +142,8 @@ NULLABLE: dict[str, set[str]] = {
     "run_finished": {"error"},
     "clock": set(),
     "model_call": {"answer"},
+    "wait_started": {"where", "deadline"},
+    "wait_finished": {"payload"},
 }
 #: per member, the JSON kind it must have (None: any JSON value)
 KIND: dict[str, dict[str, str | None]] = {
@@ -156,6 +169,10 @@ KIND: dict[str, dict[str, str | None]] = {
     "model_call": {"step": "a string", "tier": "a string", "model": "a string", "task": "a string",
                    "request": "an object", "answer": "a string", "usage": "an object", "duration_ms": "a number",
                    "error": "an object"},
+    "wait_started": {"step": "a string", "event": "a string", "where": "a string", "values": "an object",
+                     "deadline": "a string", "question": "an object"},
+    "wait_finished": {"step": "a string", "status": "a string", "payload": None, "emit_id": "a string",
+                      "at": "a string"},
 }
 #: a JSON value of the wrong kind for each kind, and how the codec names it
 WRONG: dict[str, list[tuple[Any, str]]] = {

@@ -33,6 +33,8 @@ EXPECTED = {
     "agent.chain",
     "agent.decide",
     "chain.run",
+    "user.ask",
+    "user.answered",
 }
 
 
@@ -73,9 +75,10 @@ def test_schemas_are_valid_draft7(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_declarations_are_complete(name: str) -> None:
     spec = SPECS[name]
-    if name == "task.due":  # fired by serve: a payload, no tool behind it
+    if name in ("task.due", "user.answered"):  # fired by serve / from outside: a payload, no tool behind it
         assert spec.kind == "external" and spec.implementation is None and spec.description
-        assert set(spec.params_schema["required"]) == {"task_id", "due_at"}
+        assert set(spec.params_schema["required"]) == ({"task_id", "due_at"} if name == "task.due"
+                                                       else {"question_id", "answer"})
         return
     assert spec.kind == "tool"
     assert spec.description and "\n" not in spec.description
@@ -89,11 +92,11 @@ def test_declarations_are_complete(name: str) -> None:
     assert spec.params_schema.get("additionalProperties") is False
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest", "agent.think", "agent.chain", "agent.decide"}  # every standard event now
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest", "agent.think", "agent.chain", "agent.decide", "user.ask"}  # every standard event now (user.ask: a wait)
 
 
 def test_every_standard_event_is_implemented() -> None:
-    assert EXPECTED == IMPLEMENTED | {"task.due"}  # task.due is external: fired by serve, no tool behind it
+    assert EXPECTED == IMPLEMENTED | {"task.due", "user.answered"}  # external: fired by serve / from outside
 
 
 def _walk(schema: object) -> list[dict[str, Any]]:

@@ -38,11 +38,11 @@ def raw(root: Path) -> sqlite3.Connection:
 
 def test_a_new_store_is_created_at_the_current_version(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
     con = raw(tmp_path)
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"chainlang_schema", "emits", "event_log", "tasks", "task_runs"} <= tables
-    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema")] == [1, 2, 3, 4]
+    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema")] == [1, 2, 3, 4, 5]
     emits = {r[1]: (r[2], r[3], r[5]) for r in con.execute("PRAGMA table_info(emits)")}  # type, notnull, pk
     assert emits["key"][2] == 1 and emits["finished_at"][1] == 0 and emits["status"][1] == 1
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

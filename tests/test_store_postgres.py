@@ -130,8 +130,8 @@ def test_the_schema_on_postgres(pg_url: str, tmp_path: Path) -> None:  # noqa: F
     with psycopg.connect(pg_url) as conn:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
         assert tables == {"chainlang_schema", "emits", "event_log", "tasks", "task_runs", "threads",
-                          "thread_events", "journal", "knowledge"}
-        assert [r[0] for r in conn.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3, 4]
+                          "thread_events", "journal", "knowledge", "waits"}
+        assert [r[0] for r in conn.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3, 4, 5]
         sequences = {r[0] for r in conn.execute("SELECT sequencename FROM pg_sequences")}
         assert sequences == {"event_log_seq_seq", "task_runs_id_seq", "thread_events_seq_seq", "journal_id_seq",
                              "knowledge_id_seq"}

@@ -90,7 +90,7 @@ def run_v1(code_root: Path, project: Path, code: str) -> str:
     return proc.stdout
 
 
-def test_a_version_1_store_is_migrated_to_4_and_keeps_its_emits(tmp_path: Path) -> None:
+def test_a_version_1_store_is_migrated_to_5_and_keeps_its_emits(tmp_path: Path) -> None:
     old = v1_package(tmp_path)
     project = tmp_path / "project"
     project.mkdir()
@@ -99,14 +99,14 @@ def test_a_version_1_store_is_migrated_to_4_and_keeps_its_emits(tmp_path: Path) 
     assert set(v1_tables) == {"chainlang_schema", "emits", "event_log"}
 
     with open_store(project) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
         claim = store.get_emit("evt-1")
         assert claim is not None and claim.run_id == "run-1" and claim.transcript == "runs/run-1.jsonl"
         assert claim.data is None  # claimed before version 3 kept the payload
         task = store.add_task("schedule", SCHEDULE, id="after-migration", next_run=at(0))
         assert store.get_task("after-migration") == task
     con = raw(project)
-    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3, 4]
+    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3, 4, 5]
     tables = table_sql(con)
     assert tables["event_log"] == v1_tables["event_log"]  # version 1's tables untouched, but for
     assert tables["emits"].replace(", data TEXT", "") == v1_tables["emits"]  # the column version 3 adds
@@ -140,9 +140,9 @@ def test_migration_1_creates_exactly_the_tables_it_shipped_with(tmp_path: Path) 
 
 def test_a_new_store_walks_every_migration_and_matches_the_current_tables(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        assert store.schema_version() == 4
+        assert store.schema_version() == 5
     con = raw(tmp_path)
-    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3, 4]
+    assert [r[0] for r in con.execute("SELECT version FROM chainlang_schema ORDER BY version")] == [1, 2, 3, 4, 5]
     from chainlang.store.schema import METADATA
 
     for table in METADATA.sorted_tables:  # what the queries use is what the migrations built

@@ -49,6 +49,8 @@ from chainlang.journal.records import (
     StepFinished,
     StepProgress,
     StepStarted,
+    WaitFinished,
+    WaitStarted,
     decode,
     fields,
 )
@@ -145,6 +147,8 @@ VALID: dict[str, dict[str, Any]] = {
     "clock": clock(),
     "model_call": {"step": "1", "tier": "light", "model": "m", "task": "decide", "request": {}, "answer": "{}",
                    "usage": {}, "duration_ms": 2},
+    "wait_started": {"step": "2", "event": "approval.given", "where": None, "values": {}, "deadline": None},
+    "wait_finished": {"step": "2", "status": "ok", "payload": {"a": 1}},
 }
 assert set(VALID) == RECORD_TYPES
 
@@ -177,6 +181,11 @@ def write_run(path: Path, run_id: str = "run-1", **kwargs: Any) -> None:
         w.write("model_call", step="3.1", tier="light", model="m", task="decide", request={"messages": []},
                 answer="{}", usage={"prompt_tokens": 2, "completion_tokens": 1}, duration_ms=3.5,
                 error={"type": "model", "message": "late"})
+        w.write("wait_started", step="4", event="approval.given", where="draft_id == d.result",
+                values={"d.result": "x"}, deadline="2025-01-04T03:04:05.000Z",
+                question={"id": "q-1", "question": "ok?"})
+        w.write("wait_finished", step="4", status="ok", payload={"draft_id": "x"}, emit_id="e-1",
+                at="2025-01-02T03:04:07.000Z")
         w.write("run_finished", status="ok", outputs={"answer": "é✓"}, error=None, duration_ms=12.5)
 
 
@@ -229,7 +238,7 @@ def test_round_trip_of_every_type(tmp_path: Path) -> None:
     assert t.restarts == []
     kinds = {type(e.record) for e in t.records}
     assert kinds == {RunStarted, Clock, StepStarted, StepProgress, StepFinished, Decide, HookFired, HookFinished,
-                     HookDropped, ModelCall, RunFinished}
+                     HookDropped, ModelCall, RunFinished, WaitStarted, WaitFinished}
 
 
 def test_a_member_the_codec_does_not_know_is_not_carried_along(tmp_path: Path) -> None:
@@ -510,7 +519,7 @@ def test_corrupt_last_line_with_newline_is_not_a_torn_tail(tmp_path: Path) -> No
     write_run(path)
     with path.open("ab") as f:
         f.write(b"{garbage\n")
-    with pytest.raises(TranscriptError, match=r":17: not a JSON line"):
+    with pytest.raises(TranscriptError, match=r":19: not a JSON line"):
         read_transcript(path)
 
 
@@ -519,12 +528,12 @@ def test_unterminated_but_invalid_record_is_corruption(tmp_path: Path) -> None:
     write_run(path)
     with path.open("ab") as f:
         f.write(b'{"type":"bogus"}')  # parses: not a torn write, a bad record
-    with pytest.raises(TranscriptError, match=r":17: unknown record type"):
+    with pytest.raises(TranscriptError, match=r":19: unknown record type"):
         read_transcript(path)
     path.write_bytes(path.read_bytes()[: -len(b'{"type":"bogus"}')])
     with path.open("ab") as f:  # parses, known type, but not a valid record of it
         f.write(_line("clock", seq=16, value="").encode())
-    with pytest.raises(TranscriptError, match=r":17: clock record: 'value' must be a non-empty string"):
+    with pytest.raises(TranscriptError, match=r":19: clock record: 'value' must be a non-empty string"):
         read_transcript(path)
 
 

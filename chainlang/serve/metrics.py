@@ -33,7 +33,7 @@ MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REJECT_REASONS = ("malformed", "invalid", "too_large", "unauthorized", "unknown_event", "not_external", "bad_key",
                   "wrong_host", "cross_origin", "unsupported_media_type", "body_timeout", "header_timeout",
                   "too_many_connections")
-RUN_STATUSES = ("ok", "broken", "failed", "limit", "interrupted", "waiting")  # how a run (an event's, a firing's) ends
+RUN_STATUSES = ("ok", "broken", "failed", "limit", "interrupted")  # how a run (an event's, a firing's) ends
 HOOK_STATUSES = ("ok", "failed", "cancelled")
 STEP_STATUSES = ("ok", "failed", "skipped", "cancelled")
 FAILURE_KINDS = ("event", "task")
