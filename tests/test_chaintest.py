@@ -265,3 +265,72 @@ def test_the_guides_python_example_runs(pytester: pytest.Pytester) -> None:
     [python] = guide_blocks("python")
     (pytester.path / "test_from_the_guide.py").write_text(python, encoding="utf-8")
     run(pytester, "test_from_the_guide.py").assert_outcomes(passed=1)
+
+
+APPROVE = '''
+chainlang: 1
+chain: shop.approve
+events:
+  order.approved:
+    payload:
+      type: object
+      properties:
+        order: {type: string}
+        ok: {type: boolean}
+      required: [order, ok]
+inputs:
+  order: {type: string}
+steps:
+  - wait: {event: order.approved, where: "order == inputs.order", timeout: 1d}
+    id: approval
+  - shop.price: {item: "{inputs.order}"}
+    if: "{approval.result.ok}"
+outputs:
+  approved: "{approval.result.ok}"
+'''
+
+
+def test_a_run_that_waits_ends_waiting_and_a_resume_step_goes_on_after_the_event(shop: pytest.Pytester) -> None:
+    """§15 in a test file: a test never waits; its run ends as waiting at the wait, an emit
+    delivers the event, and `resume: NAME` continues that run."""
+    (shop.path / "approve.chain.yaml").write_text(APPROVE, encoding="utf-8")
+    write(shop, "approve.chaintest.yaml", """
+        tools:
+          shop.price: {returns: {price: 5}}
+        steps:
+          - name: order
+            chain: approve.chain.yaml
+            inputs: {order: o-1}
+            expect:
+              status: waiting
+              records:
+                - {type: wait_started, event: order.approved, values: {inputs.order: o-1}}
+          - command: waits list --json
+            expect:
+              exit: 0
+          - emit: order.approved
+            data: {order: o-2, ok: true}
+          - name: still
+            resume: order
+            expect: {status: waiting}
+          - emit: order.approved
+            data: {order: o-1, ok: true}
+          - resume: still
+            expect:
+              status: ok
+              outputs: {approved: true}
+              calls: {shop.price: [{item: o-1}]}
+              records:
+                - {type: wait_finished, status: ok, payload: {order: o-1, ok: true}}
+    """)
+    result = run(shop)
+    result.assert_outcomes(passed=1)
+    write(shop, "approve.chaintest.yaml", """
+        steps:
+          - emit: order.approved
+            data: {order: o-1, ok: true}
+          - resume: nobody
+    """)
+    result = run(shop)
+    result.assert_outcomes(failed=1)
+    assert "resume: nobody: not an earlier chain: or resume: step" in result.stdout.str()

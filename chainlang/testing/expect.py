@@ -15,7 +15,9 @@ from chainlang.testing.project import ChainProject, StepResult
 __all__ = ["check_expectations", "golden_lines"]
 
 # record fields that change from run to run, whatever the chain does
-_VOLATILE = frozenset({"run_id", "seq", "ts", "mac", "duration_ms", "file", "file_sha256", "started_at", "ms"})
+# a wait's deadline and the moment it was settled (wait_started, wait_finished) are moments of the clock too
+_VOLATILE = frozenset({"run_id", "seq", "ts", "mac", "duration_ms", "file", "file_sha256", "started_at", "ms",
+                       "deadline", "at"})
 _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6,10}\b")
 _KEY = re.compile(r"\b[0-9a-f]{32}\b")  # idempotency keys (made from the run id)
 _MADE_ID = re.compile(r"\b([a-z]+)-([0-9a-f]{10,})\b")  # thread-…, task-…, ntf-…: made from random bits

@@ -79,14 +79,28 @@ class ChainProject:
 
     def run(self, chain: str, inputs: dict[str, Any] | None = None, *, thread: str | None = None,
             now: str | None = None) -> StepResult:
-        """Run the chain file `chain` (relative to the project) to its end."""
+        """Run the chain file `chain` (relative to the project) to its end, or to its first wait
+        (§15: a test never waits; the run ends as `waiting`, and a later `resume:` step goes on)."""
         from chainlang.runtime.calls import run_loop
         from chainlang.engine.entry import run_async
 
         path = self._inside(chain)
         notes: list[str] = []
         result = run_loop(run_async(path, inputs or {}, now=now or self.now, registry=self.registry,
-                                    decider=self._decider, notify=notes.append, thread=thread))
+                                    decider=self._decider, notify=notes.append, thread=thread, detach=True))
+        return self._ended(result, notes)
+
+    def resume(self, transcript: str | os.PathLike[str]) -> StepResult:
+        """Continue a run that ended waiting (or was interrupted), again to its end or next wait."""
+        from chainlang.runtime.calls import run_loop
+        from chainlang.engine.entry import resume_async
+
+        notes: list[str] = []
+        result = run_loop(resume_async(transcript, registry=self.registry, decider=self._decider,
+                                       notify=notes.append, detach=True))
+        return self._ended(result, notes)
+
+    def _ended(self, result: Any, notes: list[str]) -> StepResult:
         error = result.error.get("message") if isinstance(result.error, dict) else None
         if result.status == "invalid":
             error = "; ".join(f"{d.file}:{d.line}:{d.column}: {d.rule} {d.message}" for d in result.diagnostics

@@ -88,6 +88,13 @@ def _do(project: ChainProject, step: Step, done: dict[str, StepResult]) -> StepR
         return project.run(step.target, _resolve(step.inputs, done), thread=thread, now=step.now)
     if step.kind == "emit":
         return project.emit(step.target, _resolve(step.data, done), id=step.id, now=step.now)
+    if step.kind == "resume":  # §15: a run that ended waiting goes on after its event (or its deadline)
+        earlier = done.get(step.target)
+        if earlier is None or earlier.kind != "run" or earlier.transcript is None:
+            known = ", ".join(name for name, result in done.items() if result.kind == "run") or "none yet"
+            raise LookupError(f"resume: {step.target}: not an earlier chain: or resume: step of this test "
+                              f"(named runs so far: {known})")
+        return project.resume(earlier.transcript)
     return project.command(str(_resolve(step.target, done, embedded=True)))
 
 

@@ -48,7 +48,7 @@ class Step:
 
     @property
     def shown(self) -> str:
-        verb = {"run": "run", "emit": "emit", "command": "chainlang"}[self.kind]
+        verb = {"run": "run", "emit": "emit", "command": "chainlang", "resume": "resume"}[self.kind]
         return f"{self.name + ': ' if self.name else ''}{verb} {self.target} (line {self.line})"
 
 
@@ -228,13 +228,13 @@ class _Reader:
                         tools, models, timeout)
 
     def step(self, data: dict[str, Any], at: list[Any]) -> Step:
-        kinds = [key for key in ("chain", "emit", "command") if key in data]
+        kinds = [key for key in ("chain", "emit", "command", "resume") if key in data]
         if len(kinds) != 1:
             what = "has none of them" if not kinds else f"has {' and '.join(kinds)}"
-            raise self.fail(at, f"a step runs a chain (chain: FILE), fires an event (emit: EVENT) or runs a "
-                                f"command (command: ...); this one {what}")
+            raise self.fail(at, f"a step runs a chain (chain: FILE), fires an event (emit: EVENT), runs a "
+                                f"command (command: ...) or resumes an earlier run (resume: STEP); this one {what}")
         kind = kinds[0]
-        allowed = {"chain": {"inputs", "thread"}, "emit": {"data", "id"}, "command": set()}[kind]
+        allowed = {"chain": {"inputs", "thread"}, "emit": {"data", "id"}, "command": set(), "resume": set()}[kind]
         for key in ("inputs", "thread", "data", "id"):
             if key in data and key not in allowed:
                 raise self.fail(at + [key], f"{key}: not for a step with {kind}: (it is for "
@@ -242,7 +242,7 @@ class _Reader:
         expect = data.get("expect", {})
         by_kind = {"outputs": "chain", "error": "chain", "fired": "emit", "exit": "command", "output": "command"}
         for key, owner in by_kind.items():
-            if key in expect and owner != kind:
+            if key in expect and owner != (kind if kind != "resume" else "chain"):  # a resume ends like a run
                 raise self.fail(at + ["expect", key], f"expect.{key}: not for a step with {kind}: (it is for {owner}:)")
         if kind == "command" and any(k in expect for k in ("status", "records", "transcript", "calls")):
             key = next(k for k in ("status", "records", "transcript", "calls") if k in expect)
@@ -256,14 +256,16 @@ class _Reader:
                                                                    "expect.transcript"))}
         for name in expect.get("files", {}):
             self.in_copy(at + ["expect", "files"], name, f"expect.files.{name}")
-        return Step({"chain": "run", "emit": "emit", "command": "command"}[kind], data[kind], self.line(at),
+        return Step({"chain": "run", "emit": "emit", "command": "command", "resume": "resume"}[kind], data[kind],
+                    self.line(at),
                     name=data.get("name"), inputs=dict(data.get("inputs", {})), data=data.get("data"),
                     thread=data.get("thread"), id=data.get("id"), now=data.get("now"), expect=dict(expect))
 
 
 #: the commands a test step may give: the ones that end by themselves (serve, worker and lsp run
 #: until they are stopped: a test that started one would never end)
-COMMANDS = ("check", "describe", "emit", "events", "graph", "report", "resume", "run", "schema", "tasks", "threads")
+COMMANDS = ("check", "describe", "emit", "events", "graph", "report", "resume", "run", "schema", "tasks", "threads",
+            "waits")
 
 
 def _check_command(line: str, fail: Callable[[str], Exception]) -> None:
