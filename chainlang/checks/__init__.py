@@ -25,6 +25,7 @@ def all_checks() -> list[ModuleType]:
         switch,
         triggers,
         unknown_event,
+        waits,
     )
 
     return [
@@ -35,6 +36,7 @@ def all_checks() -> list[ModuleType]:
         references,
         expr_types,
         switch,
+        waits,
         params,
         hook_events,
         hook_order,

@@ -2,7 +2,8 @@
 
 Steps are nodes; edges follow the order of execution: a parallel group fans
 out to its branches and joins after them, an if block is a decision node with
-`then` and `else` edges. Output is deterministic (ids come from step paths).
+`then` and `else` edges, a wait (or user.ask) a node of its own shape saying
+what it waits for and how long. Output is deterministic (ids come from step paths).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def _label(node: GraphNode) -> str:
     elif node.kind == "repeat":  # compile/loops.py
         plan = node.repeat
         text = f"repeat until {plan.until_text} (max {plan.max})" if plan.until_text else f"repeat {plan.max} times"
+    elif node.kind == "wait":  # compile/wait_graph.py
+        text = _wait_label(node)
     else:
         text = node.kind
     if node.id:
@@ -83,6 +86,14 @@ def _step(node: GraphNode, entries: list[str], flow: _Flow, label: str) -> list[
         else:
             exits = exits + [nid]
         return exits
+    if node.kind == "wait":  # a step of its own: the run stops here until the event (or the timeout)
+        flow.nodes.append((nid, _label(node), "wait"))
+        for e in entries:
+            flow.edges.append((e, nid, label))
+        plan = node.wait
+        if plan is not None and plan.timeout is not None and plan.on_timeout == "break":
+            flow.edges.append((nid, "finish", "timed out"))  # on_timeout: break ends the chain cleanly
+        return [nid]
     if node.kind == "fail":  # compile/flow_graph.py: the chain ends here (unless its `if` is false)
         flow.nodes.append((nid, _label(node), "box"))
         for e in entries:
@@ -109,6 +120,54 @@ def _step(node: GraphNode, entries: list[str], flow: _Flow, label: str) -> list[
     if node.kind == "repeat":  # the next pass starts again at the top of the body
         flow.edges.append((join, fork, "next pass"))
     return [join]
+
+
+def _wait_label(node: GraphNode) -> str:
+    """`wait approval.given (2d)` with its where and on_timeout below; `user.ask "question" (1d)`."""
+    plan = node.wait
+    if plan is None:
+        return "wait"
+    if plan.ask is not None:
+        question = plan.ask.get("question")
+        timeout = plan.ask.get("timeout")
+        text = f"{node.event} " + (_quoted(question.data) if question is not None and isinstance(question.data, str)
+                                   else "?")
+        if timeout is not None and isinstance(timeout.data, str):
+            text += f" ({timeout.data})"
+        return text
+    lines = [f"wait {plan.event}" + (f" ({_duration_text(plan.timeout)})" if plan.timeout is not None else "")]
+    if plan.where:
+        lines.append(f"where {_short(plan.where, 60)}")
+    if plan.timeout is not None and plan.on_timeout != "fail":
+        lines.append(f"on_timeout {plan.on_timeout}")
+    return "\n".join(lines)
+
+
+def _quoted(text: str) -> str:
+    return "'" + _short(text, 40) + "'"
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_UNITS = (("w", 7 * 86400.0), ("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
+
+
+def _duration_text(seconds: float) -> str:
+    """A duration as written in chains (172800 → 2d, 5400 → 1h30m, 0.5 → 500ms)."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    parts, left = [], seconds
+    for unit, size in _UNITS:
+        count = int(left // size)
+        if count:
+            parts.append(f"{count}{unit}")
+            left -= count * size
+    if left >= 0.001:
+        parts.append(f"{round(left * 1000)}ms")
+    return "".join(parts)
 
 
 def _branches(node: GraphNode, fork: str, flow: _Flow) -> list[str]:
@@ -138,7 +197,8 @@ def _mermaid_text(text: str) -> str:
 
 def to_mermaid(graph: ExecutionGraph) -> str:
     flow = _flow(graph)
-    shapes = {"round": ("([", "])"), "box": ("[", "]"), "diamond": ("{", "}"), "fork": ("[[", "]]"), "join": ("((", "))")}
+    shapes = {"round": ("([", "])"), "box": ("[", "]"), "diamond": ("{", "}"), "fork": ("[[", "]]"), "join": ("((", "))"),
+              "wait": ("{{", "}}")}
     lines = ["flowchart TD"]
     for nid, label, shape in flow.nodes:
         left, right = shapes[shape]
@@ -154,7 +214,7 @@ def _dot_text(text: str) -> str:
 
 def to_dot(graph: ExecutionGraph) -> str:
     flow = _flow(graph)
-    shapes = {"round": "oval", "box": "box", "diamond": "diamond", "fork": "box3d", "join": "point"}
+    shapes = {"round": "oval", "box": "box", "diamond": "diamond", "fork": "box3d", "join": "point", "wait": "hexagon"}
     lines = ["digraph chain {", "  rankdir=TB;", '  node [fontname="Helvetica"];']
     for nid, label, shape in flow.nodes:
         lines.append(f'  {nid} [label="{_dot_text(label)}", shape={shapes[shape]}];')
@@ -182,6 +242,11 @@ def _node_json(node: GraphNode) -> dict[str, Any]:
             out["retry"]["on"] = list(r.on)
         if r.jitter:
             out["retry"]["jitter"] = True
+    if node.kind == "wait" and node.wait is not None:  # what it waits for (user.ask: user.answered, its question)
+        plan = node.wait
+        out["wait"] = {"event": plan.event, "where": plan.where, "timeout": plan.timeout, "on_timeout": plan.on_timeout}
+        if plan.ask is not None:
+            out["wait"]["ask"] = {name: value.data for name, value in plan.ask.items()}
     if node.params:
         out["params"] = {name: {"value": value.data, "templates": len(value.templates)} for name, value in node.params.items()}
     if node.children:

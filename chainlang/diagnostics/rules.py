@@ -91,7 +91,7 @@ BAD_EXPOSE = Rule("CL067", "bad-expose", "error", "An expose naming no declared 
 # -- waiting inside a run (CL068-CL070) --
 WAIT_SHAPE = Rule("CL068", "wait-shape", "error", "A wait or user.ask step written wrongly: no event, an event that is not external, a bad on_timeout")
 WAIT_NO_TIMEOUT = Rule("CL069", "wait-no-timeout", "warning", "A wait without a timeout: the run may wait forever")
-WAIT_WHERE = Rule("CL070", "wait-where", "error", "A wait's where that reads a field its event's payload cannot have, or compares it wrongly")
+WAIT_WHERE = Rule("CL070", "wait-where", "error", "A wait's where that reads nothing of its event's payload, or compares a field with a value it cannot have")
 
 ALL_RULES: tuple[Rule, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Rule)

@@ -22,8 +22,11 @@ def complete(cursor: Cursor, registry: "Registry", hooks_file: bool, position: t
     edit_range = types.Range(start, position)
     frames = cursor.frames
     if cursor.kind == "event":
-        return _events(registry, edit_range, cursor.prefix)
+        waited = cursor.flow_owner == "wait" or bool(frames and frames[-1].key == "wait")
+        return _events(registry, edit_range, cursor.prefix, external=waited)  # a wait waits for an external event
     if cursor.kind == "flow-key":
+        if cursor.flow_owner in keys.OPTION_MAPPINGS:  # `wait: {event: x, |}`
+            return _keys(keys.keys_of(cursor.flow_owner), cursor.flow_present, edit_range)
         spec = _params_owner(cursor.flow_owner, frames[-1] if frames else None, registry)
         return _params(spec, cursor.flow_present, edit_range) if spec else []
     if cursor.kind == "step":
@@ -58,7 +61,7 @@ def _key_items(frames: list[Frame], registry: "Registry", hooks_file: bool, edit
         return _keys(keys.hook_keys(), present, edit_range)
     if here.item and here.key in STEP_LISTS:
         return _step_items(present, registry, edit_range, prefix)
-    if here.key in ("limits", "retry"):
+    if here.key in keys.OPTION_MAPPINGS:
         return _keys(keys.keys_of(here.key), present, edit_range)
     if parent is not None and parent.key == "events" and not parent.item:
         return _keys(keys.event_decl_keys(), present, edit_range)
@@ -91,10 +94,11 @@ def _params_owner(key: str | None, step: Frame | None, registry: "Registry") -> 
     return None
 
 
-def _events(registry: "Registry", edit_range: types.Range, prefix: str, suffix: str = "") -> list[types.CompletionItem]:
+def _events(registry: "Registry", edit_range: types.Range, prefix: str, suffix: str = "",
+            external: bool = False) -> list[types.CompletionItem]:
     items = []
     for spec in registry.specs():
-        if not spec.name.startswith(prefix.rstrip("*?")):
+        if not spec.name.startswith(prefix.rstrip("*?")) or (external and spec.kind != "external"):
             continue
         first = spec.description.strip().splitlines()[0] if spec.description and spec.description.strip() else ""
         items.append(types.CompletionItem(

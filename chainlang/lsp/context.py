@@ -33,7 +33,8 @@ class Frame:
 class Cursor:
     """`kind`: "event" (an event name is expected), "key" (a key of the mapping `frames[-1]`),
     "step" (a list item of a step list: an event name or a step key), "flow-key" (a key in a
-    `{...}` mapping opened after `flow_owner:`), or "" (nothing to offer)."""
+    `{...}` mapping opened after `flow_owner:`), or "" (nothing to offer). An "event" typed in
+    `wait: {event: ...}` has flow_owner "wait"."""
 
     kind: str
     prefix: str
@@ -114,6 +115,9 @@ def cursor_context(lines: Sequence[str], row: int, col: int) -> Cursor:
     start, key_col = len(m["indent"]), len(m["indent"]) + len(m["dashes"])
     is_item = bool(m["dashes"])
     rest = m["rest"]
+    if flow is None and (waited := _flow_event(before)) is not None:  # `wait: {event: appr|`
+        frames = frames_at(lines, row, start if is_item else key_col, is_item)
+        return Cursor("event", waited, frames, flow_owner="wait")
     if flow is not None:
         owner, prefix, present = flow
         frames = frames_at(lines, row, start if is_item else key_col, is_item)
@@ -165,6 +169,15 @@ def keys_below(lines: Sequence[str], row: int, column: int) -> list[str]:
 def _line_keys(rest: str) -> dict[str, str]:
     """`key: value` pairs written on one line before a flow mapping (`event: x` of `{event: x, params: {`)."""
     return {m[1]: m[2].strip() for m in re.finditer(r"([A-Za-z0-9_.\-]+)\s*:\s*([^,{}]*)", rest) if m[2].strip()}
+
+
+_FLOW_EVENT = re.compile(r"\bwait\s*:\s*\{(?:[^{}]*,)?\s*event\s*:\s*([a-z0-9_.*?]*)$")
+
+
+def _flow_event(before: str) -> str | None:
+    """The event name being typed as the value of `event:` in `wait: {...}` on this line."""
+    m = _FLOW_EVENT.search(before)
+    return m[1] if m else None
 
 
 def _flow(before: str) -> tuple[str, str, set[str]] | None:

@@ -9,7 +9,9 @@ from typing import Any
 
 # step forms, by the key that selects the form (as the schema's `mappingStep` does)
 STEP_FORMS = {"event": "eventStep", "parallel": "parallelStep", "steps": "stepsBlock", "then": "ifBlock", "repeat": "repeatStep",
-              "try": "tryBlock", "switch": "switchBlock", "fail": "failStep"}
+              "try": "tryBlock", "switch": "switchBlock", "fail": "failStep", "wait": "waitStep"}
+# keys whose value is a mapping with keys of its own, each described by the schema definition of that name
+OPTION_MAPPINGS = ("limits", "retry", "wait")
 
 
 @cache
