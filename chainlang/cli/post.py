@@ -93,7 +93,9 @@ def post_command(to: str, name: str, data_text: str, key: str | None, as_json: b
         if as_json:
             _out(lambda a: json.dumps(body, ensure_ascii=a) + "\n")
         else:
-            _out(lambda _a: f"emit {name}: recorded by serve as run {body.get('run_id')} ({body.get('run')})\n")
+            went = [str(d.get("run_id")) for d in body.get("delivered") or [] if isinstance(d, dict)]
+            also = f"; delivered to the waiting run(s) {', '.join(went)}" if went else ""
+            _out(lambda _a: f"emit {name}: recorded by serve as run {body.get('run_id')} ({body.get('run')}){also}\n")
         return 0
     if reply.status_code == 200:
         status = str(body.get("status"))
@@ -103,7 +105,8 @@ def post_command(to: str, name: str, data_text: str, key: str | None, as_json: b
                             list(body.get("fired") or []), body.get("error"),
                             Path(transcript) if transcript else None,
                             float(body.get("duration_ms") or 0), list(body.get("errors") or []),
-                            previous=body.get("previous"))
+                            previous=body.get("previous"),
+                            delivered=[d for d in body.get("delivered") or [] if isinstance(d, dict)])
         return report_emit(result, as_json, color)
     if reply.status_code == 422:
         result = EmitResult(None, name, "invalid", errors=[str(e) for e in body.get("errors") or []])

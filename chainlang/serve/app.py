@@ -13,11 +13,14 @@ Routes:
   404 an unknown event, 413 too large, 422 a payload that does not match, 503 while
   stopping (or when the project's hooks have errors; or, with `?wait=1`, status
   `interrupted` when serve stopped past its grace period before the actions ended).
-- `GET /runs/{id}`: a run's state (from its transcript); `GET /healthz`; `GET /metrics`.
+- `GET /runs/{id}`: a run's state (from its transcript); `GET /healthz`; `GET /metrics`;
+  `GET /waits` the runs waiting inside (§15; `?status=`, `?limit=`).
 - Pages (chainlang.serve.pages): `GET /` the recent runs and the tasks, `GET /runs/{id}/report`
-  a run's report. With a token, a browser signs in once with `?token=TOKEN` (kept in an
-  HttpOnly, SameSite=Strict cookie, and taken out of the address); the cookie is taken
-  for GET requests only.
+  a run's report, `GET /waiting` the waiting runs with a form answering each question of
+  `user.ask` (`POST /waiting/answer`, chainlang.serve.wait_pages). With a token, a browser
+  signs in once with `?token=TOKEN` (kept in an HttpOnly, SameSite=Strict cookie, and taken
+  out of the address); the cookie is taken for GET requests, and for the answer form's POST
+  when it comes from serve's own page (its Origin, checked by the guard).
 
 Before any route (chainlang.serve.guard): a `Host` that is not serve's (421), a POST from a
 page of another origin (403), the token (401; an event with a key of its own, `[serve.events.NAME]`,
@@ -34,9 +37,11 @@ import asyncio
 import hmac
 import json
 import logging
+from urllib.parse import quote
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from chainlang.serve.guard import Hosts, Refusal, body_text, content_type_refusal, origin_refusal
+from chainlang.serve.wait_pages import ANSWER_PATH
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -97,7 +102,10 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hos
                 engine.metrics.rejected.labels(reason="unauthorized").inc()
                 return _json(refused[0], {"error": refused[1]}, headers={"WWW-Authenticate": "Bearer"})
         elif expected is not None and not given(request.headers.get("Authorization", "")):
-            page = request.method == "GET"
+            # a page, or the answer form of the page of waiting runs: its POST carries an Origin,
+            # checked above to be serve's own (a page of another site cannot send it, nor the cookie)
+            page = request.method == "GET" or (request.method == "POST" and request.path == ANSWER_PATH
+                                               and request.headers.get("Origin") is not None)
             if page and given(f"Bearer {request.cookies.get(COOKIE, '')}"):
                 pass  # a browser that signed in
             elif page and "token" in request.query and given(f"Bearer {request.query['token']}"):
@@ -251,7 +259,61 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hos
         except UsageError as exc:
             return _json(422, {"error": str(exc)})
 
+    async def waits(request: web.Request) -> web.StreamResponse:
+        from chainlang.serve.wait_pages import waits_json
+        from chainlang.store.waits import WAIT_STATUSES
+
+        status = request.query.get("status", "waiting")
+        if status not in (*WAIT_STATUSES, "all"):
+            return _json(400, {"error": f"status={status}: give one of {', '.join(WAIT_STATUSES)} or all"})
+        try:
+            limit = int(request.query.get("limit", "1000"))
+        except ValueError:
+            return _json(400, {"error": "limit: give a number of waits, e.g. 100"})
+        body = await asyncio.to_thread(waits_json, engine.store, None if status == "all" else status, limit)
+        return _json(200, body)
+
+    async def waiting(request: web.Request) -> web.StreamResponse:
+        from chainlang.serve.wait_pages import waiting_page
+
+        answered = request.query.get("answered") or None
+        page = await asyncio.to_thread(waiting_page, engine.root, engine.store, answered=answered)
+        return _html(200, page, forms=True)
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        from chainlang.compile.wait_graph import ANSWER_EVENT
+        from chainlang.serve.wait_pages import Refused, answer_of, waiting_page
+
+        kind = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if kind != "application/x-www-form-urlencoded":
+            return refuse(Refusal(415, "unsupported_media_type", "the answer form is sent as "
+                                  "application/x-www-form-urlencoded; a program answers with POST "
+                                  "/events/user.answered (JSON)"))
+        try:
+            async with asyncio.timeout(body_timeout):
+                form = await request.post()
+        except TimeoutError:
+            return refuse(Refusal(408, "body_timeout", f"the form did not arrive within {body_timeout:g} s"))
+        made = answer_of({k: v for k, v in form.items() if isinstance(v, str)})
+        refused = made.refused
+        code = 422
+        if refused is None:
+            reply = await engine.accept(ANSWER_EVENT, made.payload, None, False)
+            if reply.code in (200, 202):
+                scheduler.wake()
+                moved = web.HTTPSeeOther(f"../waiting?answered={quote(made.payload['question_id'], safe='')}")
+                return moved
+            code = reply.code
+            problems = [str(p) for p in reply.body.get("errors") or []] or [str(reply.body.get("error"))]
+            typed = form.get("answer")
+            refused = Refused(made.payload["question_id"], problems, typed if isinstance(typed, str) else "")
+        page = await asyncio.to_thread(waiting_page, engine.root, engine.store, refused=refused, root="../")
+        return _html(code, page, forms=True)
+
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
+    app.router.add_get("/waits", waits)
+    app.router.add_get("/waiting", waiting)
+    app.router.add_post(ANSWER_PATH, answer)
     app.router.add_get("/", home)
     app.router.add_get("/runs/{run_id}/report", run_report)
     app.router.add_post("/events/{name}", post_event)
@@ -261,14 +323,16 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hos
     return app
 
 
-def _html(code: int, text: str, nonce: str | None = None) -> "web.Response":
-    """A page: no script but the one its nonce names, no network, not framed, not cached."""
+def _html(code: int, text: str, nonce: str | None = None, forms: bool = False) -> "web.Response":
+    """A page: no script but the one its nonce names, no network, not framed, not cached;
+    `forms`: its forms may post to serve itself (the answers of the page of waiting runs)."""
     from aiohttp import web
 
     script = f"'nonce-{nonce}'" if nonce else "'none'"
+    action = "'self'" if forms else "'none'"
     return web.Response(status=code, text=text, content_type="text/html", charset="utf-8", headers={
         "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; script-src {script}; "
-                                   "img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+                                   f"img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action {action}",
         "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
 

@@ -7,6 +7,9 @@ restart, `recover` resumes each claimed emit from its transcript; a claim whose 
 never began was never acknowledged, so it is dropped (the sender, who got no answer, may
 send it again with the same key).
 
+An event is delivered to the runs waiting for it (§15, runtime/deliver.py) after its claim and
+before its hooks fire and serve answers; serve/waits.py then resumes those runs.
+
 The hooks in force come from `projects.Projects`, which loads them again when the project
 changes.
 """
@@ -32,12 +35,17 @@ if TYPE_CHECKING:
     from chainlang.runtime.engine import Engine as RunEngine
     from chainlang.serve.metrics import Metrics
     from chainlang.serve.scheduler import Firing
+    from chainlang.serve.waits import WaitKeeper
     from chainlang.store import Store
 
 __all__ = ["Engine", "Ledger", "Reply"]
 
 log = logging.getLogger("chainlang.serve")
 
+
+
+class NotDelivered(UsageError):
+    """The store failed while delivering an event to the waiting runs: serve answers 503."""
 
 
 @dataclass
@@ -61,6 +69,7 @@ class Ledger:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chainlang-ledger")
         self._claims: list[tuple[tuple[str, str, str, str, Any], asyncio.Future[Any]]] = []
         self._finishes: list[tuple[tuple[str, str], asyncio.Future[Any]]] = []
+        self._deliveries: list[tuple[tuple[str, Any, str], asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
 
     async def claim(self, key: str, event: str, run_id: str, transcript: str, data: Any) -> Any:
@@ -75,28 +84,79 @@ class Ledger:
         self._kick()
         await future
 
+    async def deliver(self, event: str, data: Any, emit_id: str) -> list[Any]:
+        """Deliver a claimed event to the waits it matches (runtime/deliver.py): the rows
+        delivered to. In the ledger's thread, with the claims and ends of the same moment:
+        with no run waiting for the event, one read through the store's index."""
+        future = asyncio.get_running_loop().create_future()
+        self._deliveries.append(((event, data, emit_id), future))
+        self._kick()
+        return list(await future)
+
     def _kick(self) -> None:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
 
     async def _write(self) -> None:
-        while self._claims or self._finishes:
+        while self._claims or self._finishes or self._deliveries:
             claims, self._claims = self._claims, []
             finishes, self._finishes = self._finishes, []
+            deliveries, self._deliveries = self._deliveries, []
             try:
-                answers = await asyncio.get_running_loop().run_in_executor(
-                    self._thread, self.store.emit_batch, [c for c, _ in claims], [f for f, _ in finishes])
+                answers, delivered = await asyncio.get_running_loop().run_in_executor(
+                    self._thread, self._batch, [c for c, _ in claims], [f for f, _ in finishes],
+                    [d for d, _ in deliveries])
             except Exception as exc:  # StoreError, or a bug: every waiter hears of it
-                for _, future in claims + finishes:
+                for _, future in claims + finishes + deliveries:
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            for (_, future), answer in zip(claims, answers):
-                if not future.done():
-                    future.set_result(answer)
-            for _, future in finishes:
-                if not future.done():
-                    future.set_result(None)
+            if isinstance(answers, Exception):
+                for _, future in claims + finishes:
+                    if not future.done():
+                        future.set_exception(answers)
+            else:
+                for (_, future), answer in zip(claims, answers):
+                    if not future.done():
+                        future.set_result(answer)
+                for _, future in finishes:
+                    if not future.done():
+                        future.set_result(None)
+            for (_, future), rows in zip(deliveries, delivered):
+                if future.done():
+                    continue
+                if isinstance(rows, Exception):
+                    future.set_exception(rows)
+                else:
+                    future.set_result(rows)
+
+    def _batch(self, claims: list[Any], finishes: list[Any], deliveries: list[tuple[str, Any, str]]
+               ) -> tuple[Any, list[Any]]:
+        """One turn of the ledger's thread: the claims and ends in one transaction, then each
+        delivery (its own transaction, when it matches a wait). An error is returned in place
+        of what failed, so that it fails only the requests it concerns."""
+        from chainlang.runtime.deliver import deliver_event
+
+        answers: Any = []
+        if claims or finishes:
+            try:
+                answers = self.store.emit_batch(claims, finishes)
+            except Exception as exc:
+                answers = exc
+        delivered: list[Any] = []
+        try:  # one read for the batch: most events have no run waiting for them
+            waited = self.store.events_waited(event for event, _, _ in deliveries) if deliveries else set()
+        except Exception as exc:
+            return answers, [exc] * len(deliveries)
+        for event, data, emit_id in deliveries:
+            if event not in waited:
+                delivered.append([])
+                continue
+            try:
+                delivered.append(deliver_event(self.store, event, data, emit_id))
+            except Exception as exc:
+                delivered.append(exc)
+        return answers, delivered
 
 
 class _Started:
@@ -131,10 +191,12 @@ class Engine:
     jobs: dict[str, asyncio.Task[Any]] = field(default_factory=dict)  # the emits running, by run id
     accepting: bool = True
     ledger: Ledger | None = None
+    waits: "WaitKeeper | None" = None  # resumes the waiting runs an event was delivered to (serve/waits.py)
     _key_bytes: bytes | None = None
     _secrets: tuple[Any, Any] | None = None  # (config, its redactor)
     _plans: dict[Any, Any] = field(default_factory=dict)  # (project, task, definition) -> TaskFiring
     _began: dict[str, asyncio.Event] = field(default_factory=dict)  # run id -> set once its transcript began
+    _delivered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # run id -> the waits its event went to
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.store)
@@ -162,7 +224,9 @@ class Engine:
     async def accept(self, name: str, data: Any, key: str | None, wait: bool) -> Reply:
         """Take one external event: check it, claim it, start its hooks; answer once its
         transcript has begun (`wait`: once its hooks' actions have ended)."""
+        from chainlang.compile.wait_graph import ANSWER_EVENT
         from chainlang.runtime.admission import new_run_id, take_lock
+        from chainlang.runtime.deliver import check_answer
         from chainlang.runtime.emit import check_payload
         from chainlang.store import StoreError
         from chainlang.store.base import check_key
@@ -184,6 +248,14 @@ class Engine:
         if problems:
             self.metrics.rejected.labels(reason="invalid").inc()
             return Reply(422, {"error": f"the data is not a valid payload of {name}", "errors": problems[:50]})
+        if name == ANSWER_EVENT:  # §15: an answer to no waiting question, or outside its choices: refused
+            try:
+                problems = await asyncio.to_thread(check_answer, self.store, data)
+            except StoreError as exc:
+                return Reply(503, {"error": str(exc)})
+            if problems:
+                self.metrics.rejected.labels(reason="invalid").inc()
+                return Reply(422, {"error": "the answer is refused; the run keeps waiting", "errors": problems})
         if key is not None:
             try:
                 check_key(key, "Idempotency-Key")
@@ -238,27 +310,33 @@ class Engine:
         await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         self._began.pop(run_id, None)
+        delivered = self._delivered.pop(run_id, [])
         if wait or job.done():
             try:
                 result = await asyncio.shield(job)
+            except NotDelivered as exc:
+                return Reply(503, {"error": str(exc), "run_id": run_id})
             except UsageError as exc:
                 return Reply(500, {"error": str(exc), "run_id": run_id})
             if result is None:  # another process runs it
                 return Reply(200, {"status": "duplicate", "event": name, "run_id": run_id})
             return Reply(200, _result_body(result))
         return Reply(202, {"status": "accepted", "event": name, "run_id": run_id, "transcript": str(where),
-                           "run": f"/runs/{run_id}"})
+                           "run": f"/runs/{run_id}", "delivered": delivered})
 
     async def _emit(self, project: "Project", claim_key: str, name: str, data: Any, run_id: str,
                     where: Path, lock: Any, started: "_Started") -> "EmitResult":
-        """Fire the event's hooks under the transcript lock taken for it; record the end."""
+        """Deliver the event to the runs waiting for it, then fire its hooks under the
+        transcript lock taken for it; record the end."""
         started.began = self._began.setdefault(run_id, asyncio.Event())
+        delivered = await self._deliver(name, data, claim_key, run_id, lock)
         emitted = {"event": name, "data": data, "id": claim_key}
         header = _header(project, run_id, emitted, self.tools)
         began = time.perf_counter()
         self.metrics.active.inc()
         try:
             result = await self._fire(project, run_id, where, header, started, lock)
+            result.delivered = delivered
             self.metrics.emitted(name, result, time.perf_counter() - began)
             if result.status != "interrupted":  # else left started: the next serve resumes it
                 try:
@@ -273,7 +351,31 @@ class Engine:
             self.metrics.active.dec()
             lock.release()
             self._began.pop(run_id, None)
+            self._delivered.pop(run_id, None)
         return result
+
+    async def _deliver(self, name: str, data: Any, claim_key: str, run_id: str, lock: Any) -> list[dict[str, Any]]:
+        """§15: the runs waiting for the event get it first, recorded in the store before its
+        hooks fire and before serve answers; serve then resumes them. Refused (NotDelivered)
+        when the store fails: the claim stays open, so the event is not lost (sent again with
+        its Idempotency-Key, or taken up by the next serve, it is delivered then)."""
+        assert self.ledger is not None
+        try:
+            rows = await self.ledger.deliver(name, data, claim_key)
+        except Exception as exc:
+            lock.release()  # a claim 'started' whose lock is free: taken over by whoever comes next
+            self._began.pop(run_id, None)
+            log.error("the event %s (%s) could not be delivered to the waiting runs: %s", name, claim_key, exc)
+            raise NotDelivered(f"the event could not be delivered to the runs waiting for it: {exc}; it is recorded: "
+                               "send it again with the same Idempotency-Key, or the next serve delivers it") from None
+        shown = [{"run_id": row.run_id, "step": row.step, "transcript": row.transcript, "engine": row.engine}
+                 for row in rows]
+        if rows:
+            self._delivered[run_id] = shown
+            log.info("%s delivered to %d waiting run(s): %s", name, len(rows), ", ".join(r.run_id for r in rows))
+            if self.waits is not None:
+                self.waits.settled(rows)
+        return shown
 
     async def _fire(self, project: "Project", run_id: str, where: Path, header: dict[str, Any], started: Any,
                     lock: Any, task: tuple[str, Any] | None = None) -> "EmitResult":
@@ -511,6 +613,7 @@ def _result_body(result: "EmitResult") -> dict[str, Any]:
     body: dict[str, Any] = {"status": result.status, "event": result.event, "run_id": result.run_id,
                             "fired": result.fired, "transcript": str(result.transcript) if result.transcript else None,
                             "duration_ms": result.duration_ms}
+    body["delivered"] = list(result.delivered)
     if result.error:
         body["error"] = result.error
     if result.errors:

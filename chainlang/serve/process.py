@@ -189,6 +189,10 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
             raise UsageError(str(exc)) from None
         metrics = Metrics()
         engine = Engine(root, store, projects, metrics, tuple(options.tools), options.registry, decider)
+        # the runs waiting inside (§15): resumed when their wait is settled or its deadline passes
+        from chainlang.serve.waits import WaitKeeper
+
+        engine.waits = WaitKeeper(root, store, tuple(options.tools), options.registry, decider)
         scheduler = Scheduler(store, options.clock or SystemClock(), engine.fire_task, engine.runs_dir,
                               lease_seconds=options.lease_seconds or _lease(serve_config),
                               on_quarantine=metrics.quarantined.set,
@@ -273,6 +277,10 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     recovering = asyncio.create_task(_recover(engine)) if options.recover and options.role != "tasks" else None
     # the workers that take events leave the due tasks to the tasks worker: a busy loop would make them late
     ticking = asyncio.create_task(scheduler.run(stopping) if options.role != "http" else stopping.wait())
+    # the waits' deadlines and the runs settled by other processes: looked at by the process that fires
+    # tasks (an HTTP worker resumes the runs it delivered an event to itself)
+    keeping = asyncio.create_task(engine.waits.run(stopping)) \
+        if options.role != "http" and engine.waits is not None else None
     try:
         await stopping.wait()
     finally:
@@ -290,6 +298,8 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
             engine.accepting = False
             stopping.set()
             await ticking
+            if keeping is not None:
+                await keeping
             events, firings = await _drain(engine, scheduler, grace, hurry, recovering)
             if events or firings:
                 log.info("interrupted %d event(s) and %d firing(s) %s; the next serve resumes them", events, firings,
@@ -326,7 +336,9 @@ async def _drain(engine: Any, scheduler: Any, grace: float, hurry: asyncio.Event
                  recovering: "asyncio.Task[None] | None" = None) -> tuple[int, int]:
     """Let the running events and firings end within `grace` s (or until `hurry` is set);
     cancel the rest. How many events and firings were cut."""
-    draining = asyncio.ensure_future(asyncio.gather(engine.drain(grace), scheduler.drain(grace)))
+    waits = getattr(engine, "waits", None)
+    draining = asyncio.ensure_future(asyncio.gather(engine.drain(grace), scheduler.drain(grace),
+                                                    waits.drain(grace) if waits is not None else asyncio.sleep(0)))
     hurried = asyncio.ensure_future(hurry.wait())
     await asyncio.wait({draining, hurried}, return_when=asyncio.FIRST_COMPLETED)
     hurried.cancel()
@@ -338,7 +350,9 @@ async def _drain(engine: Any, scheduler: Any, grace: float, hurry: asyncio.Event
                 if not job.done():
                     job.cancel()
                     forced[i] += 1
-    cut_events, cut_firings = await draining
+        for job in list(waits.resuming.values()) if waits is not None else []:
+            job.cancel()  # a resumed run: recorded interrupted (WaitKeeper.drain says how to go on)
+    cut_events, cut_firings, _ = await draining
     # what began after the drain looked: an emit the recovery took up next, or one whose request
     # got past the stop just before it (its claim was being written): cut now, resumed next time
     if recovering is not None and not recovering.done():

@@ -194,7 +194,7 @@ WAITS = Table(
     Index("waits_by_event", "event", "status", "match_field", "match_value"),
     Index("waits_by_deadline", "status", "deadline"),
     Index("waits_by_question", "question_id"),
-    Index("waits_settled", "finished_at", "status"),
+    Index("waits_settled", "status", "finished_at"),  # settled (not waiting) and not finished: runs to resume
 )
 
 

@@ -21,9 +21,10 @@ import json
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, bindparam, func, insert, select, union_all, update
 
 from .base import StoreError, check_text
 from .redaction import StoreRedaction
@@ -33,6 +34,7 @@ __all__ = ["SETTLED", "WAIT_STATUSES", "WaitMethods", "WaitRow"]
 
 WAIT_STATUSES = ("waiting", "delivered", "timed_out", "cancelled")
 SETTLED = ("delivered", "timed_out", "cancelled")
+_SEEKS = 400  # keys per statement in waiting_for (SQLite allows 500 terms in a compound select)
 
 
 @dataclass
@@ -105,7 +107,9 @@ class WaitMethods:
         check_text(run_id=row.run_id, step=row.step, event=row.event, transcript=row.transcript)
         values = dict(
             run_id=row.run_id, step=row.step, event=row.event, where_text=row.where,
-            frozen=to_json(self.redaction.data(row.frozen), "a wait's frozen values"),
+            # the known secrets only (as a task's definition): the where compares these values, and a guess at
+            # what looks like a secret (a uuid hex id) would make the wait never match
+            frozen=to_json(self.redaction.definition(row.frozen), "a wait's frozen values"),
             match_field=row.match_field,
             match_value=None if row.match_field is None else match_text(row.match_value),
             question_id=row.question_id,
@@ -131,24 +135,26 @@ class WaitMethods:
         """The waits still waiting for `event` that `payload` can match by their equality key
         (the caller evaluates each one's `where`)."""
         fields = payload if isinstance(payload, dict) else {}
+        keyed = [(key, text) for key, value in fields.items()
+                 if isinstance(key, str) and (text := match_text(value)) is not None]
+        rows: list[Row[Any]] = []
         with self._read(f"finding the waits for {event}") as conn:
-            keys = [r[0] for r in conn.execute(
-                select(WAITS.c.match_field).where(WAITS.c.event == event, WAITS.c.status == "waiting").distinct())]
-            if not keys:
-                return []
-            clauses: list[Any] = []
-            for key in keys:
-                if key is None:
-                    clauses.append(WAITS.c.match_field.is_(None))
-                    continue
-                text = match_text(fields.get(key, None))
-                if text is not None:
-                    clauses.append(and_(WAITS.c.match_field == key, WAITS.c.match_value == text))
-            if not clauses:
-                return []
-            rows = conn.execute(select(WAITS).where(WAITS.c.event == event, WAITS.c.status == "waiting", or_(*clauses))
-                                .order_by(WAITS.c.created_at, WAITS.c.run_id, WAITS.c.step)).all()
+            for at in range(0, max(1, len(keyed)), _SEEKS):  # the waits without a key with the first keys
+                chunk = keyed[at:at + _SEEKS]
+                bound = {"event": event, **{f"k{i}": k for i, (k, _) in enumerate(chunk)},
+                         **{f"v{i}": v for i, (_, v) in enumerate(chunk)}}
+                rows += conn.execute(_seeks(len(chunk), at == 0), bound).all()
+        rows.sort(key=lambda r: (r.created_at, r.run_id, r.step))
         return [_row(r) for r in rows]
+
+    def events_waited(self, events: Iterable[str]) -> set[str]:
+        """Which of `events` some run still waits for (one read through the index, for a batch)."""
+        names = sorted(set(events))
+        if not names:
+            return set()
+        with self._read("finding the events runs wait for") as conn:
+            return {r[0] for r in conn.execute(select(WAITS.c.event).where(WAITS.c.event.in_(names),
+                                                                           WAITS.c.status == "waiting").distinct())}
 
     def waits_by_question(self, question_id: str) -> list[WaitRow]:
         with self._read(f"finding the question {question_id}") as conn:
@@ -161,7 +167,7 @@ class WaitMethods:
         the settled row, or None when something settled it first."""
         if status not in SETTLED:
             raise StoreError(f"unknown wait status {status!r} (expected one of {', '.join(SETTLED)})")
-        encoded = None if payload is None else to_json(self.redaction.data(payload), "an event's payload")
+        encoded = None if payload is None else to_json(self.redaction.definition(payload), "an event's payload")
         with self._write(f"settling the wait of run {run_id} at step {step}") as conn:
             at = now()
             done = conn.execute(update(WAITS).where(WAITS.c.run_id == run_id, WAITS.c.step == step,
@@ -180,7 +186,7 @@ class WaitMethods:
         wanted = list(deliveries)
         if not wanted:
             return []
-        encoded = None if payload is None else to_json(self.redaction.data(payload), "an event's payload")
+        encoded = None if payload is None else to_json(self.redaction.definition(payload), "an event's payload")
         out: list[WaitRow] = []
         with self._write("delivering an event to waiting runs") as conn:
             at = now()
@@ -227,7 +233,8 @@ class WaitMethods:
     def unfinished_waits(self, limit: int = 1000) -> list[WaitRow]:
         """Settled waits whose run has not recorded `wait_finished` yet: runs to resume."""
         with self._read("finding the settled waits") as conn:
-            rows = conn.execute(select(WAITS).where(WAITS.c.finished_at.is_(None), WAITS.c.status != "waiting")
+            # by status first (the index): the waiting rows, however many, are not read
+            rows = conn.execute(select(WAITS).where(WAITS.c.status.in_(SETTLED), WAITS.c.finished_at.is_(None))
                                 .order_by(WAITS.c.settled_at).limit(limit)).all()
         return [_row(r) for r in rows]
 
@@ -235,6 +242,19 @@ class WaitMethods:
         with self._read("counting the waits") as conn:
             return int(conn.execute(select(func.count()).select_from(WAITS)
                                     .where(WAITS.c.status == "waiting")).scalar_one())
+
+
+@lru_cache(maxsize=64)
+def _seeks(keys: int, unkeyed: bool) -> Any:
+    """The statement finding an event's waits (bound: event, k0 v0, k1 v1...) with one index
+    seek per key and one for the waits without a key, never a scan of the event's waits
+    (whose cost would grow with the runs waiting for other keys: benchmarks/bench_waits.py);
+    built once per shape (building it costs more than running it)."""
+    waiting = (WAITS.c.event == bindparam("event"), WAITS.c.status == "waiting")
+    parts = [select(WAITS).where(*waiting, WAITS.c.match_field.is_(None))] if unkeyed else []
+    parts += [select(WAITS).where(*waiting, WAITS.c.match_field == bindparam(f"k{i}"),
+                                  WAITS.c.match_value == bindparam(f"v{i}")) for i in range(keys)]
+    return parts[0] if len(parts) == 1 else union_all(*parts)
 
 
 def _json(text: str | None) -> Any:
