@@ -12,13 +12,14 @@ CLI, serve and the Python API) hand it to the runtime.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chainlang.config.project import ProjectConfig
     from chainlang.runtime.engine import Engine
 
-__all__ = ["engine_for", "remote_engine_used"]
+__all__ = ["engine_for", "remote_engine_used", "wake_waits"]
 
 
 def engine_for(config: "ProjectConfig | None") -> "Engine":
@@ -42,3 +43,17 @@ def remote_engine_used() -> bool:
     temporalio/sdk-python#300). Asked without importing the SDK."""
     submit = sys.modules.get("chainlang.engine.temporal.submit")
     return submit is not None and bool(getattr(submit, "CONNECTED", False))
+
+
+async def wake_waits(root: Path, waits: Any) -> list[str]:
+    """Tell the runs whose waits were just settled in the store (serve's deliveries, `chainlang
+    waits cancel`) through the project's engine: on Temporal their workflows get a signal; on
+    the embedded engine they watch their rows. What could not be told now, one line each."""
+    from chainlang.config.project import find_project_config
+    from chainlang.errors import RegistryError
+
+    try:
+        config = find_project_config(root)
+    except RegistryError as exc:  # an unreadable chainlang.toml
+        return [f"the runs waiting for this are not told yet: {exc}"]
+    return await engine_for(config).wake(Path(root), waits)

@@ -23,6 +23,9 @@ from chainlang.expr.errors import ExprError
 from chainlang.expr.values import json_equal, truthy, walk_path
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
     from chainlang.store import Store
     from chainlang.store.waits import WaitRow
 

@@ -39,6 +39,10 @@ class EmbeddedEngine:
 
         return await resume_async(transcript, engine=self, **options)
 
+    async def wake(self, root: Path, waits: Any) -> list[str]:
+        """Runs here watch their own wait in the store (runtime/waiting.py): nothing to tell."""
+        return []
+
     async def ended(self, project: "Project", run_id: str, event: str, where: Path,
                     **options: Any) -> "EmitResult | None":
         """An emit whose process died, taken over: continued from its transcript here."""

@@ -140,7 +140,7 @@ def check_payload(project: Project, name: str, data: Any) -> list[str]:
     if spec.kind != "external":
         raise UsageError(f"{name} is a {spec.kind}, not an external event: emit fires events that come from outside "
                          f"(declared under events:); run a chain to call {name}")
-    if spec.source.startswith("stdlib/"):
+    if spec.source.startswith("stdlib/") and name != ANSWER_EVENT:  # user.answered comes from outside (§15)
         raise UsageError(f"{name} is fired by chainlang itself (chainlang serve fires task.due when a scheduled "
                          "task is due); it cannot be emitted")
     if not isinstance(data, dict):
@@ -170,6 +170,7 @@ async def emit_async(
     `engine_for` picks the engine (chainlang.engine.engine_for; None: the embedded one)."""
     from chainlang.runtime.admission import new_run_id, parse_now, project_key, run_secrets, take_lock
     from chainlang.runtime.engine import FireJob, embedded_only
+    from chainlang.runtime.session import stderr_note
 
     start = Path(project) if project is not None else Path.cwd()
     if not start.is_dir():
@@ -214,6 +215,8 @@ async def emit_async(
                           "transcript": claim.transcript})
     try:  # §15: the runs waiting for it get it first, recorded in the store before anything runs
         delivered = deliver_to_waits(loaded.root, name, data, id if id is not None else run_id)
+        for problem in await engine.wake(loaded.root, delivered):  # runs on Temporal get a signal
+            (notify or stderr_note)(problem)
     except BaseException:
         release_unused(lock, where)
         raise

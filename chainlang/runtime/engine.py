@@ -47,6 +47,7 @@ class RunJob:
     replay: "Replay | None" = None  # a resume: what the transcript recorded
     decider: Any = None  # the caller's (it closes it); None: the engine makes and closes its own
     detach: bool = False  # end as `waiting` at a wait instead of waiting in this process (§15)
+    answers: Any = None  # `--answer`: runtime.scripted_answers.ScriptedAnswers (None: none)
 
 
 @dataclass
@@ -70,7 +71,8 @@ class FireJob:
 class Engine(Protocol):
     """What runs admitted work. `run` and `fire` write through the session and return how
     the work ended; `resume` continues an interrupted transcript (or refuses, where the
-    engine continues runs by itself); `ended` takes over an emit whose process died."""
+    engine continues runs by itself); `ended` takes over an emit whose process died; `wake`
+    tells runs whose waits were settled in the store (§15)."""
 
     kind: str
 
@@ -86,6 +88,12 @@ class Engine(Protocol):
 
     async def ended(self, project: "Project", run_id: str, event: str, where: Path,
                     **options: Any) -> "EmitResult | None": ...
+
+    async def wake(self, root: Path, waits: Any) -> list[str]:
+        """Tell the runs whose waits were just settled in the store (a delivery, a cancel:
+        WaitRows, or {run_id, step, engine}) that they may go on (§15); what could not be told
+        now, one line each (the store has it: the engine's own sweep tells them later)."""
+        ...
 
 
 #: picks the engine of a project from its configuration (chainlang.engine.engine_for)

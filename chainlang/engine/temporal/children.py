@@ -61,6 +61,7 @@ class Children:
     mark: Callable[[str], None]
     link: "ThreadLink | None"
     root: "ChainRun | None" = None
+    transcript: str | None = None  # the run's, named by the rows of its waits (chainlang.engine.temporal.waits)
 
 
 def as_child(children: Children, caller: "ChainRun", rt: "EventRuntime") -> bool:
@@ -127,6 +128,7 @@ async def _child(caller: "ChainRun", children: Children, level: dict[str, Any], 
         "budget": None if budget is None else [budget.max_calls, budget.max_tokens, budget.calls,
                                                budget.tokens + budget.reserved],
         "exposed": sorted(exposures.of(ipath)) if (exposures := exposures_of(caller)) is not None else [],
+        "transcript": children.transcript,
         **extra,
     }
     child_id = f"{run.run_id}/{ipath}@{attempt}"
@@ -207,13 +209,13 @@ async def _run_subchain(recording: Recording, job: dict[str, Any]) -> dict[str, 
     host = RunHost(record=recording.record, clock=WorkflowClock(datetime.fromisoformat(job["now"]) if job.get("now")
                                                                  else None),
                    decider=worker_decider(), notify=recording.note, recorder=ActivityThreadRecorder, record_thread=True,
-                   references=snapshot,
+                   references=snapshot, waiter=recording.waiter(job),
                    # called once the run is open (`children` needs its thread link)
                    executor=lambda chain: ActivityExecutor(chain, job.get("now"), children))
     run = open_run(spec, host)
     state = run.state
     children = Children(job["path"], job["digest"], job["top_inputs"], job["lineage"], job.get("now"),
-                        recording.mark, run.link)
+                        recording.mark, run.link, transcript=job.get("transcript"))
     for interceptor in state.interceptors:  # what the calling steps expose covers the sub-chain's steps (§16)
         if isinstance(interceptor, Exposures) and job.get("exposed"):
             interceptor.exposed_at[job["ipath"]] = tuple(job["exposed"])

@@ -34,8 +34,13 @@ class TemporalEngine:
 
         pinned = job.pinned.isoformat() if job.pinned else None
         outcome, ms = await follow_run(job.prepared, job.run_id, job.header, job.inputs, pinned, session.record,
-                                       session.tell)
-        return RunEnd(outcome["status"], outcome.get("outputs") or {}, outcome.get("error"), round(ms, 3))
+                                       session.tell, str(session.where), job.detach)
+        end = RunEnd(outcome["status"], outcome.get("outputs") or {}, outcome.get("error"), round(ms, 3))
+        if outcome.get("detached"):  # run --detach left it at its wait: this transcript ends as the embedded one's
+            from chainlang.journal.records import RunFinished
+
+            session.record(RunFinished("waiting", {}, end.error, end.duration_ms))
+        return end
 
     async def fire(self, job: "FireJob", session: "Session") -> "RunEnd":
         from chainlang.engine.temporal.submit import follow_emit
@@ -43,13 +48,19 @@ class TemporalEngine:
 
         pinned = job.pinned.isoformat() if job.pinned else None
         outcome, ms = await follow_emit(job.project, job.run_id, job.header, pinned, session.record, session.tell,
-                                        job.task)
+                                        job.task, str(session.where))
         return RunEnd(outcome["status"], {"fired": outcome.get("fired") or []}, outcome.get("error"), round(ms, 3))
 
     async def resume(self, transcript: Path, **options: Any) -> Any:
         raise UsageError("cannot resume: this project runs on Temporal ([engine] in chainlang.toml), where a run "
                          "continues on the workers by itself (its workflow id is its run id); chainlang resume "
                          "continues runs of the embedded engine")
+
+    async def wake(self, root: Path, waits: Any) -> list[str]:
+        """Signal the workflows whose waits were just settled in the store (§15)."""
+        from chainlang.engine.temporal.wake import signal_waits
+
+        return await signal_waits(root, self.config, waits)
 
     async def ended(self, project: "Project", run_id: str, event: str, where: Path,
                     **options: Any) -> "EmitResult":

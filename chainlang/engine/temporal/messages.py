@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 __all__ = ["LimitHit", "ModelAnswered", "ModelAsked", "ModelBudget", "ModelUse", "ProgressReport", "ThreadEvent",
-           "ThreadEventAdded", "ThreadRead", "ThreadReads", "ThreadRefs", "ToolCall", "ToolOutcome", "from_json",
-           "received", "to_json"]
+           "ThreadEventAdded", "ThreadRead", "ThreadReads", "ThreadRefs", "ToolCall", "ToolOutcome", "WaitDelivery",
+           "WaitKey", "WaitOpen", "WaitOpened", "from_json", "received", "to_json"]
 
 
 def to_json(value: Any) -> str:
@@ -229,6 +229,56 @@ class ModelAnswered:
     def legacy(cls, out: dict[str, Any]) -> "ModelAnswered":
         return cls(out.get("text") or "", {k: int(v) for k, v in (out.get("usage") or {}).items()}, out.get("error"),
                    out.get("config_error"))
+
+
+@dataclass
+class WaitOpen:
+    """chainlang.wait_open's input: one wait of a run (LANGUAGE.md §15), as the store's row
+    (store/waits.py) registers it; `frozen_json`, `match_value_json` and `question_json` are
+    a user's values."""
+
+    run_id: str
+    step: str
+    event: str
+    where: str | None
+    frozen_json: str
+    deadline: str | None
+    transcript: str
+    chain: str | None
+    match_field: str | None = None
+    match_value_json: str = "null"
+    question_json: str = "null"
+
+
+@dataclass
+class WaitOpened:
+    """chainlang.wait_open's output: the row's deadline (the first registration's), or the
+    store's error."""
+
+    deadline: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class WaitKey:
+    """The input of chainlang.wait_time_out and chainlang.wait_finish: which wait."""
+
+    run_id: str
+    step: str
+
+
+@dataclass
+class WaitDelivery:
+    """How a wait was settled: the `wait_delivered` signal (serve, emit and `waits cancel`
+    send it after settling the store's row) and chainlang.wait_time_out's output (the row
+    as the store settled it: a delivery that won the race against the timer is kept)."""
+
+    step: str
+    status: str  # ok | timed_out | cancelled (wait_finished's)
+    payload_json: str = "null"
+    emit_id: str | None = None
+    at: str | None = None
+    error: str | None = None  # the store's, when it could not be read
 
 
 M = TypeVar("M", ToolCall, ToolOutcome, ThreadEvent, ThreadEventAdded, ThreadReads, ModelAsked, ModelAnswered)

@@ -47,33 +47,36 @@ async def connect(engine: "EngineConfig") -> Any:
 
 
 def make_job(prepared: "Prepared", run_id: str, header: dict[str, Any], inputs: dict[str, Any],
-             pinned: str | None) -> dict[str, Any]:
+             pinned: str | None, transcript: str | None = None) -> dict[str, Any]:
     """What the workflow is given: the chain (its path in the project and its digest, which the
-    worker checks against its own copy), the inputs, the pinned clock, the transcript's header."""
+    worker checks against its own copy), the inputs, the pinned clock, the transcript's header,
+    and where this machine writes the transcript (the rows of the run's waits name it)."""
     try:
         path = prepared.path.resolve().relative_to(prepared.root.resolve()).as_posix()
     except ValueError:
         raise UsageError(f"{prepared.path}: outside the project ({prepared.root}); a chain the workers run "
                          "must be a file of the project") from None
     return {"run_id": run_id, "path": path, "digest": prepared.digest, "inputs": inputs, "now": pinned,
-            "header": header}
+            "header": header, "transcript": transcript}
 
 
 async def follow_run(prepared: "Prepared", run_id: str, header: dict[str, Any], inputs: dict[str, Any],
-                     pinned: str | None, record: Callable[[Any], None],
-                     tell: Callable[[str], None]) -> tuple[dict[str, Any], float]:
+                     pinned: str | None, record: Callable[[Any], None], tell: Callable[[str], None],
+                     transcript: str | None = None, detach: bool = False) -> tuple[dict[str, Any], float]:
     """Submit the run and follow it to its end: what the workflow returned, and how long it
-    took (ms). Every record goes to `record` (the session's), every notification to `tell`."""
+    took (ms). Every record goes to `record` (the session's), every notification to `tell`.
+    `detach` (run --detach): stop following at the run's first wait, whose record is then
+    the last one here; the outcome is `waiting` (the workflow waits on Temporal)."""
     from chainlang.engine.temporal.workflow import CHAIN_WORKFLOW
 
     assert prepared.config is not None and prepared.config.engine is not None
-    job = make_job(prepared, run_id, header, inputs, pinned)
-    return await follow(prepared.config.engine, CHAIN_WORKFLOW, job, record, tell)
+    job = make_job(prepared, run_id, header, inputs, pinned, transcript)
+    return await follow(prepared.config.engine, CHAIN_WORKFLOW, job, record, tell, detach=detach)
 
 
 async def follow_emit(project: Any, run_id: str, header: dict[str, Any], pinned: str | None,
                       record: Callable[[Any], None], tell: Callable[[str], None],
-                      task: tuple[str, str] | None = None) -> tuple[dict[str, Any], float]:
+                      task: tuple[str, str] | None = None, transcript: str | None = None) -> tuple[dict[str, Any], float]:
     """An emit on Temporal: the hooks fire in a workflow (id = the emit's run id) on the
     workers; its records go to `record` as it goes. What it returned, and its duration (ms).
     `task`: (task id, plan digest) of a scheduled task's firing (serve), whose action the
@@ -81,7 +84,7 @@ async def follow_emit(project: Any, run_id: str, header: dict[str, Any], pinned:
     from chainlang.engine.temporal.workflow import EMIT_WORKFLOW
 
     assert project.config is not None and project.config.engine is not None
-    job = {"run_id": run_id, "digest": project.digest, "now": pinned, "header": header}
+    job = {"run_id": run_id, "digest": project.digest, "now": pinned, "header": header, "transcript": transcript}
     if task is not None:
         job["task"], job["task_digest"] = task
     return await follow(project.config.engine, EMIT_WORKFLOW, job, record, tell)
@@ -122,9 +125,10 @@ async def outcome_of(engine: "EngineConfig", run_id: str) -> dict[str, Any] | No
 
 
 async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any], record: Callable[[Any], None],
-                 tell: Callable[[str], None]) -> tuple[dict[str, Any], float]:
+                 tell: Callable[[str], None], detach: bool = False) -> tuple[dict[str, Any], float]:
     """Start the workflow (id = the job's run id) and follow it to its end: what it returned,
-    and how long it took (ms). Its records go to `record`, notes to `tell`."""
+    and how long it took (ms). Its records go to `record`, notes to `tell`. `detach`: stop at
+    its first `wait_started` (the outcome is `waiting`, its error what the run waits for)."""
     from temporalio.client import WorkflowFailureError
 
     from chainlang.journal.records import decode
@@ -140,11 +144,35 @@ async def follow(engine: "EngineConfig", workflow_name: str, job: dict[str, Any]
         tell(f"waiting for a worker on the task queue {engine.task_queue!r} of {engine.address} "
              "(start one in the project with: chainlang worker)")
 
+    reader = _Reader(client, put, tell, stop_at_wait=detach)
     try:
-        outcome = await _Reader(client, put, tell).follow(handle, waiting, top=True)
+        outcome = await reader.follow(handle, waiting, top=True)
+    except _Detached as stopped:
+        outcome = {"status": "waiting", "outputs": {}, "error": waiting_error(stopped.wait), "detached": True}
     except WorkflowFailureError as exc:
         raise UsageError(f"the run {job['run_id']} failed on Temporal: {exc.cause or exc}") from None
     return outcome, (time.perf_counter() - start) * 1000
+
+
+class _Detached(Exception):
+    """The run recorded a wait and the submitter (run --detach) stops following it."""
+
+    def __init__(self, wait: dict[str, Any]) -> None:
+        super().__init__(wait.get("step"))
+        self.wait = wait
+
+
+def waiting_error(wait: dict[str, Any]) -> dict[str, Any]:
+    """The error of a run on Temporal that `run --detach` left at its wait (`wait` the
+    wait_started record): as the embedded engine's (runtime/host.drive), saying where the run
+    goes on."""
+    error = {"type": "waiting",
+             "message": f"the run waits at step {wait.get('step')} for {wait.get('event')}; its workflow goes on on "
+                        "the workers when the event comes or its deadline passes (workflow id = run id)",
+             "step": wait.get("step"), "event": wait.get("event"), "deadline": wait.get("deadline")}
+    if wait.get("question") is not None:
+        error["question"] = wait["question"]
+    return error
 
 
 async def _start_once(client: Any, engine: "EngineConfig", workflow_name: str, job: dict[str, Any]) -> Any:
@@ -168,10 +196,12 @@ class _Reader:
     """Reads a workflow's records as it goes, with its progress query, and those of the child
     workflows of its sub-chains where the parent marked them ({"child": ID})."""
 
-    def __init__(self, client: Any, put: Callable[[dict[str, Any]], None], tell: Callable[[str], None]) -> None:
+    def __init__(self, client: Any, put: Callable[[dict[str, Any]], None], tell: Callable[[str], None],
+                 stop_at_wait: bool = False) -> None:
         self.client = client
         self.put = put
         self.tell = tell
+        self.stop_at_wait = stop_at_wait
 
     async def follow(self, handle: Any, waiting: Callable[[], None] | None = None, top: bool = False) -> dict[str, Any]:
         """Follow `handle` to its end and return what it returned. A child that failed (it was
@@ -197,6 +227,8 @@ class _Reader:
                     await self.follow(self.client.get_workflow_handle(data["child"]))
                 else:
                     self.put(data)
+                    if self.stop_at_wait and data.get("type") == "wait_started":
+                        raise _Detached(data)
 
         try:
             while not done.done():

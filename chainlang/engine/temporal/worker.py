@@ -4,6 +4,9 @@ queue of `[engine]` and runs workflows (the walker) and activities (the tools).
 
 SIGTERM or Ctrl-C stops polling and lets the attempts under way finish (for up to
 `DRAIN` seconds; those that do not are given to another worker by Temporal).
+
+Each worker also sends again the `wait_delivered` signals that were lost (a wait settled in
+the store whose run has not taken it: chainlang.engine.temporal.wake).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     from chainlang.engine.temporal.activities import WorkerProject, add_thread_event, read_threads, run_tool, use_project
     from chainlang.engine.temporal.models import ask_model
     from chainlang.engine.temporal.children import SubchainWorkflow
+    from chainlang.engine.temporal.waits import WAIT_ACTIVITIES
+    from chainlang.engine.temporal.wake import resend_settled
     from chainlang.engine.temporal.workflow import ChainWorkflow, EmitWorkflow
 
     from chainlang.llm.tiers import ModelTiers
@@ -65,7 +70,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     client = await connect(config.engine)
     worker = Worker(
         client, task_queue=config.engine.task_queue, workflows=[ChainWorkflow, EmitWorkflow, SubchainWorkflow],
-        activities=[run_tool, ask_model, add_thread_event, read_threads],
+        activities=[run_tool, ask_model, add_thread_event, read_threads, *WAIT_ACTIVITIES],
         # the walker is the workflow code: it runs on Temporal's deterministic loop, outside the
         # sandbox, which would re-import chainlang (and the project's tools) for every run
         workflow_runner=UnsandboxedWorkflowRunner(),
@@ -76,6 +81,8 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     running = asyncio.ensure_future(worker.run())
+    # waits settled in the store whose signal was lost (the sender died after writing it): sent again
+    sweep = asyncio.ensure_future(resend_settled(config.root, client))
     if ready is not None:
         ready(f"worker on {config.engine.address}, namespace {config.engine.namespace}, task queue "
               f"{config.engine.task_queue}, project {config.root}")
@@ -84,6 +91,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     if not running.done():
         await worker.shutdown()
     stop.cancel()
+    sweep.cancel()
     await tiers.aclose()
     failed: Any = running.exception() if running.done() and not running.cancelled() else None
     if failed is not None:

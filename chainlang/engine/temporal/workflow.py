@@ -27,6 +27,8 @@ from temporalio.exceptions import CancelledError as TemporalCancelled
 
 from chainlang.durations import MAX_DURATION
 from chainlang.engine.temporal.activities import HEARTBEAT_EVERY, THREAD_ACTIVITY, TOOL_ACTIVITY, current_project
+from chainlang.engine.temporal.messages import WaitDelivery
+from chainlang.engine.temporal.waits import SIGNAL, SignalBox
 from chainlang.runtime.interceptors import StepInfo
 from chainlang.runtime.threads import ThreadRecorder
 
@@ -177,16 +179,30 @@ def _snapshot() -> "Snapshot | None":
 
 
 class Recording:
-    """What both workflows keep: the run's records, and its notifications ({"note": text}) in
-    their order among them, read by the submitter with the `progress` query."""
+    """What every workflow keeps: the run's records, and its notifications ({"note": text}) in
+    their order among them, read by the submitter with the `progress` query; and the
+    deliveries to its waits (`wait_delivered`, chainlang.engine.temporal.waits)."""
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
+        self.signals = SignalBox()
+
+    @workflow.signal(name=SIGNAL)
+    def wait_delivered(self, delivery: WaitDelivery) -> None:
+        """A wait of this run was settled in the store (an event, a cancel): the first per step counts."""
+        self.signals.receive(delivery)
 
     @workflow.query(name="progress")
     def progress(self, since: int) -> str:
         """The records and notifications from index `since` on, as JSON text."""
         return json.dumps(self.records[since:], ensure_ascii=False)
+
+    def waiter(self, job: dict[str, Any]) -> Any:
+        """How this workflow's waits wait: for a signal, with a timer (the row names the
+        transcript the submitter writes, given in the job)."""
+        from chainlang.engine.temporal.waits import TemporalWaiter
+
+        return TemporalWaiter(self.signals, str(job.get("transcript") or f"(Temporal workflow {job['run_id']})"))
 
     def record(self, rec: Any) -> None:
         from chainlang.journal.records import fields
@@ -199,6 +215,7 @@ class Recording:
     def mark(self, child: str) -> None:
         """Where the records of the child workflow `child` (a sub-chain) belong."""
         self.records.append({"child": child})
+        self.signals.child_started(child)
 
 
 def worker_decider() -> Any:
@@ -250,11 +267,12 @@ class ChainWorkflow(Recording):
                        prepared.loader)
         host = RunHost(record=self.record, clock=WorkflowClock(pinned), decider=worker_decider(), notify=self.note,
                        recorder=ActivityThreadRecorder, references=snapshot, elapsed=elapsed,
-                       interrupted="the workflow was cancelled",
+                       interrupted="the workflow was cancelled", waiter=self.waiter(job),
                        # called once the run is open (`children` needs its thread link)
                        executor=lambda chain: ActivityExecutor(chain, job.get("now"), children))
         run = begin(open_run(spec, host))
-        children = Children(job["path"], job["digest"], job["inputs"], [], job.get("now"), self.mark, run.link)
+        children = Children(job["path"], job["digest"], job["inputs"], [], job.get("now"), self.mark, run.link,
+                            transcript=job.get("transcript"))
         run.state.run_written = functools.partial(run_written, children)
         top = children.root = ChainRun(run.state, graph, job["inputs"])
 
