@@ -1,7 +1,8 @@
 # Two entry points that work on a fresh machine with Python 3.11+:
 #   make run   - the main job: check the example chains, run one end to end, fire the example
 #                project's Sarah-budget hook with an emitted event, and play the seed's
-#                conditional automation with the assistant example's scripted model (offline)
+#                conditional automation with the assistant example's scripted model (offline):
+#                a run that waits for the email, then asks before booking (a scripted answer)
 #   make test  - the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -19,11 +20,14 @@ run: $(VENV)/.installed
 	$(BIN)/chainlang check examples/
 	$(BIN)/chainlang run examples/next-week.chain.yaml
 	cd examples && ../$(BIN)/chainlang emit email.received --data '{"sender": "Sarah Lee", "subject": "Q1 budget review"}'
-	@# the seed's conditional automation (examples/assistant, a scripted model): a message registers a
-	@# hook, then an email from Sarah fires it; in a fresh copy, so each make run starts from nothing
+	@# the seed's conditional automation (examples/assistant, a scripted model): the run the message
+	@# starts waits for Sarah's email (--detach: it ends as waiting, exit 4), the email is delivered to
+	@# it, and resume continues it: it asks before booking, answered by --answer; in a fresh copy, so
+	@# each make run starts from nothing
 	rm -rf build/assistant && mkdir -p build && cp -r examples/assistant build/assistant && rm -rf build/assistant/.chainlang
-	cd build/assistant && ../../$(BIN)/chainlang run message.chain.yaml --now 2026-11-19T09:00:00+00:00 --input message="If Sarah emails about the budget, schedule a meeting with her"
+	cd build/assistant && ../../$(BIN)/chainlang run message.chain.yaml --now 2026-11-19T09:00:00+00:00 --transcript .chainlang/runs/sarah.jsonl --detach --input message="If Sarah emails about the budget, schedule a meeting with her"; test $$? -eq 4
 	cd build/assistant && ../../$(BIN)/chainlang emit email.received --now 2026-11-19T10:05:00+00:00 --data '{"sender": "Sarah Lee <sarah@example.com>", "subject": "Q1 budget", "body": "Can we go through the Q1 budget today?"}'
+	cd build/assistant && ../../$(BIN)/chainlang resume .chainlang/runs/sarah.jsonl --answer confirm=book
 
 # the whole suite on two processes, a test file each at a time (its servers, started once per
 # file, stay with it): about half the time of one process on the two-core CI machine
@@ -57,6 +61,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/run_bench.py
 	$(BIN)/python benchmarks/hooks_bench.py
 	$(BIN)/python benchmarks/serve_bench.py
+	$(BIN)/python benchmarks/bench_waits.py
 	$(BIN)/python benchmarks/agents_bench.py
 	$(BIN)/python benchmarks/temporal_bench.py
 	$(BIN)/python benchmarks/report_bench.py

@@ -262,6 +262,7 @@ _DURATION = re.compile(r"\b\d+(?:\.\d+)? m?s\b|\b\d+m \d{2}s\b|\b\d+h \d{2}m \d{
 _STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6,10}\b")
 _MAC = re.compile(r'(?<="mac":")[0-9a-f]{32}(?=")')  # a line's seal: keyed by the project's own key
+_QUESTION = re.compile(r"\bq-[0-9a-f]{16}\b")  # a user.ask's question id: made from the run id
 EXAMPLE_DIR = "/path/to"  # how the pages show the directory an example ran in
 
 
@@ -308,7 +309,9 @@ def run_commands(block: Block, directory: Path) -> subprocess.CompletedProcess[s
 
 
 def comparable(text: str) -> str:
-    """`text` without what changes from run to run: durations, wall-clock stamps, run ids, seals."""
+    """`text` without what changes from run to run: durations, wall-clock stamps, run ids (and the
+    question ids made from them), seals."""
+    text = _QUESTION.sub("QUESTION", text)
     return _MAC.sub("MAC", _RUN_ID.sub("RUN_ID", _STAMP.sub("TS", _DURATION.sub("N", text))))
 
 

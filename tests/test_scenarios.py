@@ -43,6 +43,8 @@ _ID = re.compile(r"\b(?:thread|task)-[0-9a-f]{12}\b")
 _DURATION = re.compile(r"\b\d+(?:\.\d+)? m?s\b")
 _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6,10}\b")
 _KEY = re.compile(r"\b[0-9a-f]{32}\b")  # a step attempt's idempotency key (made from the run id)
+_QUESTION = re.compile(r"\bq-[0-9a-f]{16}\b")  # a user.ask's question id (made from the run id)
+_DEADLINE = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\b")  # a wait's: the real clock's, not --now
 _STEP = re.compile(r"^[✓✗] (\S+) ")
 _OUTPUT = re.compile(r"^([a-z_]+): (.*)$")
 
@@ -122,6 +124,7 @@ def _siblings(line: str) -> str | None:
 def comparable(text: str) -> str:
     """`text` without durations and run ids; the lines of sibling steps in one order (the
     steps of a parallel group end in any order)."""
+    text = _QUESTION.sub("QUESTION", _DEADLINE.sub("DEADLINE", text))
     lines = _KEY.sub("KEY", _RUN_ID.sub("RUN_ID", _DURATION.sub("N", text))).rstrip("\n").split("\n")
     out: list[str] = []
     i = 0
@@ -344,15 +347,26 @@ def test_5_daily_journal_and_the_end_of_day_digest(project: Path) -> None:
 
 
 def test_6_conditional_automation(project: Path) -> None:
-    register, listed, other, sarah, calendar = Session(project).run(section_blocks("6."))
-    assert register.outputs["action"] == "new"
-    hook = tasks(project)["sarah-budget"]
-    assert (hook["type"], hook["status"], hook["trigger"]) == ("hook", "active", "post:email.received")
-    assert "no hook fired" in other.output
-    assert "1 hook fired" in sarah.output and "decide: continue (the light model answered continue)" in sarah.output
+    waiting, other, sarah, resumed, calendar = Session(project).run(section_blocks("6."))
+    # the run waits for the email (no hook: a hook's action cannot wait), holding no process
+    assert waiting.code == 4 and "waiting at step 2.then.1/2.then.1/1 for email.received" in waiting.output
+    transcript = project / ".chainlang" / "runs" / "sarah.jsonl"
+    started = [r["event"] for r in records(transcript) if r["type"] == "wait_started"]
+    assert started == ["email.received", "user.answered"]  # the email, then the question
+    assert other.code == 0 and sarah.code == 0
+    # the email is delivered to the run; the run asks before it books, and the answer is --answer's
+    assert resumed.code == 0, resumed.output
+    assert "Sarah emailed about the budget (Q1 budget): book a 30-minute meeting" in resumed.output
+    waits = {r["step"]: r for r in records(transcript) if r["type"] == "wait_finished"}
+    email, answer = waits["2.then.1/2.then.1/1"], waits["2.then.1/2.then.1/4"]
+    assert (email["status"], email["payload"]["sender"]) == ("ok", "Sarah Lee <sarah@example.com>")
+    assert (answer["status"], answer["payload"]["answer"], answer["payload"]["by"]) == ("ok", "book", "--answer")
+    assert "decide: continue (the light model answered continue)" in resumed.output
+    assert resumed.outputs["reply"].startswith("Done: Sarah emailed about the budget")
     [booking] = json.loads(calendar.output)
     assert (booking["title"], booking["start"], booking["attendees"]) == (
         "Budget Discussion", "2026-11-19T11:00+00:00", ["Alex Morgan", "Sarah Lee"])
+    assert "sarah-budget" not in tasks(project)
 
 
 # -- the project itself -----------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from chainlang.errors import UsageError
 from chainlang.runtime.prepare import prepare
 from chainlang.runtime.admission import parse_now, project_key, run_secrets, take_lock
-from chainlang.runtime.runner import RunResult, execute
+from chainlang.runtime.runner import RunResult, execute, scripted_answers
 from chainlang.runtime.session import stderr_note
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ async def resume_async(
     on_transcript: Callable[[Path], None] | None = None,
     engine: "Engine | None" = None,
     detach: bool = False,
+    answers: dict[str, Any] | None = None,
 ) -> "RunResult | EmitResult":
     """Continue the run recorded in `transcript`: finished steps are not run again; the
     clock readings and decisions it recorded are reused. The transcript of an emit gives
@@ -63,7 +64,7 @@ async def resume_async(
     lock = take_lock(where, create=False)
     try:
         return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
-                                    on_transcript, engine, detach)
+                                    on_transcript, engine, detach, answers)
     finally:
         lock.release()
 
@@ -84,7 +85,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
                          on_transcript: Callable[[Path], None] | None, engine: "Engine",
-                         detach: bool = False) -> "RunResult | EmitResult":
+                         detach: bool = False, answers: dict[str, Any] | None = None) -> "RunResult | EmitResult":
     from chainlang.journal.jsonl import TranscriptError, read_transcript
     from chainlang.journal.records import fields
 
@@ -103,6 +104,10 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     header = fields(started)  # what the resumption's own run_started records again
     if emitted:
         from chainlang.runtime.emit import resume_emit
+
+        if answers:
+            raise UsageError("--answer: an emit's hook actions ask no questions (they cannot wait); it answers "
+                             "the user.ask steps of a chain's run")
 
         return await resume_emit(where, lock, recorded, header, list(tools or ()), frozenset(rerun), frozenset(skip),
                                  registry, progress, notify, decider, engine)
@@ -132,6 +137,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
         raise UsageError(f"cannot resume: {file} changed since the run started; resuming would mix two versions of "
                          "the chain (start a new run instead)")
     replay = replay_for(recorded, where, frozenset(rerun), frozenset(skip))
+    scripted = scripted_answers(prepared, answers)
     pinned = parse_now(started.now) if started.now is not None else None
     values = dict(started.inputs)
     resumed = {**header, "resumed": True, "tools": given_tools}
@@ -143,7 +149,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     try:
         from chainlang.runtime.engine import RunJob
 
-        job = RunJob(prepared, recorded.run_id, resumed, values, pinned, replay, decider, detach)
+        job = RunJob(prepared, recorded.run_id, resumed, values, pinned, replay, decider, detach, scripted)
         return await execute(engine, job, where, progress, notify, on_transcript, key, lock, redactor)
     finally:
         SECRETS.reset(read)

@@ -71,6 +71,7 @@ async def run_async(
     thread: str | None = None,
     engine_for: "EngineChooser | None" = None,
     detach: bool = False,
+    answers: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run the chain at `path` and return how it ended (never raises for a failing run;
     raises UsageError for bad paths, tools, inputs or options). `thread` attaches the run
@@ -96,6 +97,9 @@ async def run_async(
     from chainlang.runtime.engine import RunJob
     from chainlang.runtime.threads import attachment
 
+    scripted = scripted_answers(prepared, answers)
+    from chainlang.config.engine import engine_kind
+
     attached = attachment(prepared.root, thread, values)
     run_id = new_run_id()
     where = Path(transcript) if transcript is not None else prepared.root / RUNS_DIR / f"{run_id}.jsonl"
@@ -113,11 +117,14 @@ async def run_async(
     if attached is not None:
         header["thread"] = attached
     engine = (engine_for or embedded_only)(prepared.config)
+    if scripted and engine_kind(prepared.config) != "embedded":
+        raise UsageError("--answer works on the embedded engine; answer a run on Temporal with chainlang emit "
+                         "user.answered (or serve's pages)")
     key = project_key(prepared.root, create=True)
     lock = take_lock(where)
     read = SECRETS.set(secrets_read)  # what {secrets.NAME} references read
     try:
-        job = RunJob(prepared, run_id, header, values, pinned, None, decider, detach)
+        job = RunJob(prepared, run_id, header, values, pinned, None, decider, detach, scripted)
         return await execute(engine, job, where, progress, notify, on_transcript, key, lock, redactor)
     finally:
         SECRETS.reset(read)
@@ -170,9 +177,24 @@ async def run_chain(job: "RunJob", session: "Session") -> "RunEnd":
                    clock=FixedClock(job.pinned) if job.pinned else SystemClock(), decider=job.decider,
                    notify=session.tell,
                    interrupted=f"the run was interrupted; continue it with: chainlang resume {session.where}",
-                   waiter=StoreWaiter(prepared.root, session.where, job.detach))
+                   waiter=StoreWaiter(prepared.root, session.where, job.detach, answers=job.answers))
     run = begin(open_run(spec, host))
     return await drive(run, lambda: ChainRun(run.state, graph, job.inputs).execute())
+
+
+def scripted_answers(prepared: "Prepared", answers: dict[str, Any] | None) -> Any:
+    """`answers` (user.ask step id or path -> answer) checked against the user.ask steps of
+    the chain and the chains it calls (runtime/scripted_answers.py); None when there are none."""
+    if not answers:
+        return None
+    from chainlang.runtime.scripted_answers import ScriptedAnswers, reachable
+
+    graph = prepared.graph
+    assert graph is not None
+    graphs, written = reachable(graph, prepared.registry, prepared.loader)
+    scripted = ScriptedAnswers(answers)
+    scripted.check(graphs, f"chain {graph.name or graph.file} (and the chains it calls)", written)
+    return scripted
 
 
 def made_decider(config: Any) -> Any:
@@ -195,4 +217,4 @@ def run(path: str | os.PathLike[str], inputs: dict[str, Any] | None = None, **op
 
 
 __all__ = ["EXIT_CODES", "RUNS_DIR", "RunResult", "check_inputs", "execute", "new_run_id", "parse_now", "run",
-           "run_async", "run_chain", "run_secrets"]
+           "run_async", "run_chain", "run_secrets", "scripted_answers"]

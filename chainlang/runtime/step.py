@@ -31,6 +31,7 @@ from chainlang.runtime.outcomes import (
     EventUnavailable,
     LimitExceeded,
     ResumeBlocked,
+    RunWaiting,
     StepFailed,
     ToolFailed,
     error_of,
@@ -240,8 +241,8 @@ class StepPipeline:
         except LimitExceeded as exc:
             self.finish(node, scope, ipath, params, start, attempt, error_of(LIMIT, exc.message))
             raise
-        except ResumeBlocked:
-            raise  # the step stays open: resuming again (with --rerun/--skip) re-enters it
+        except (ResumeBlocked, RunWaiting):
+            raise  # the step stays open: a resume (--rerun/--skip; its wait settled) re-enters it
         except ChainFailed as exc:  # a sub-chain failed: not retried (its own steps retry)
             self.finish(node, scope, ipath, params, start, attempt, exc.error)
             raise StepFailed(ipath, name, exc.error) from None

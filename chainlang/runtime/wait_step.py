@@ -51,6 +51,7 @@ class WaitRequest:
     match_value: Any
     chain: str | None
     timeout: float | None  # seconds, for an engine that keeps its own timer
+    step_id: str | None = None  # the step's `id` (what `--answer ID=VALUE` names)
 
 
 @dataclass
@@ -80,11 +81,10 @@ async def run_wait(chain: "ChainRun", node: "GraphNode", scope: Scope, ipath: st
         began = replay.waits_started.get(ipath) if replay is not None else None
         request = _request(chain, node, plan, scope, ipath, began)
         waiter = run.waiter
-        if waiter is None:
-            from chainlang.runtime.waiting import StoreWaiter
-
-            # a run state made without a run host's waiter (a unit test): the project's store, in the foreground
-            waiter = run.waiter = StoreWaiter(run.project or run.state_dir.parent.parent, "(no transcript)")
+        if waiter is None:  # an emit's hook actions (CL068 says so before they run): nothing may wait there
+            raise StepFailed(ipath, node.event, error_of(
+                "usage", f"step {ipath} waits for {plan.event}, but a hook's action cannot wait (it runs for an "
+                         "event, not in a run that can be resumed): start a chain that waits instead"))
         registered = await waiter.register(request)
         if registered is not None:  # the row registered first (a resume): its deadline stands
             request.deadline = registered
@@ -92,12 +92,21 @@ async def run_wait(chain: "ChainRun", node: "GraphNode", scope: Scope, ipath: st
             run.record(WaitStarted(ipath, request.event, request.where, request.frozen, request.deadline,
                                    request.question))
             run.commit()
+        elif not (run.detach or getattr(waiter, "detach", False)):
+            # resumed at a wait in the foreground: its wait_started was shown by the process that began it
+            from chainlang.output.progress.format import waiting_note
+
+            run.notify(waiting_note(began))
         with _limits_paused():
             settled = await waiter.settled(request)
         done = WaitFinished(ipath, settled.status, settled.payload, settled.emit_id, settled.at)
         run.record(done)
         run.commit()
         await waiter.finished(request)
+    elif run.waiter is not None and replay is not None and ipath in replay.waits_started:
+        # recorded before the process died, maybe before it told the store: tell it again (idempotent),
+        # or the settled row stays listed as a run to resume
+        await run.waiter.finished(_request(chain, node, plan, scope, ipath, replay.waits_started[ipath]))
     _outcome(chain, node, plan, scope, ipath, done, start)
 
 
@@ -133,7 +142,7 @@ def _request(chain: "ChainRun", node: "GraphNode", plan: "WaitPlan", scope: Scop
     if plan.ask is not None and question is not None:
         where = f"question_id == '{question['id']}'"
     return WaitRequest(run.run_id, ipath, plan.event, where, frozen, deadline, question, match_field, match_value,
-                       chain.graph.name or chain.graph.file, timeout)
+                       chain.graph.name or chain.graph.file, timeout, node.id)
 
 
 def _question(node: "GraphNode", plan: "WaitPlan", scope: Scope, ipath: str,

@@ -22,6 +22,7 @@ from chainlang.runtime.outcomes import RunWaiting
 from chainlang.runtime.wait_step import Settled, WaitRequest, utc_stamp
 
 if TYPE_CHECKING:
+    from chainlang.runtime.scripted_answers import ScriptedAnswers
     from chainlang.store import Store
     from chainlang.store.waits import WaitRow
 
@@ -33,11 +34,13 @@ POLL_SECONDS = 0.2  # how often a run in the foreground looks at its wait
 class StoreWaiter:
     """The embedded engine's waiter (RunState.waiter): see the module docstring."""
 
-    def __init__(self, root: Path, transcript: Path | str, detach: bool = False, engine: str = "embedded") -> None:
+    def __init__(self, root: Path, transcript: Path | str, detach: bool = False, engine: str = "embedded",
+                 answers: "ScriptedAnswers | None" = None) -> None:
         self.root = Path(root)
         self.transcript = str(transcript)
         self.detach = detach
         self.engine = engine
+        self.answers = answers  # `--answer ID=VALUE`: delivered when that user.ask asks
 
     @staticmethod
     def now() -> datetime:
@@ -58,12 +61,16 @@ class StoreWaiter:
                       match_field=request.match_field, match_value=request.match_value, question=request.question)
         with self._store() as store:
             stored = store.open_wait(row)
+            if self.answers and stored.status == "waiting":  # `--answer`: refused now, not after waiting
+                self.answers.refuse_invalid(store, request)
         return stored.deadline
 
     async def settled(self, request: WaitRequest) -> Settled:
         """Wait until the wait is settled (watching the store), settle it as timed out at
         its deadline; in detach mode, end the run (RunWaiting) while it still waits."""
         with self._store() as store:
+            if self.answers:  # `--answer`: delivered as `chainlang emit user.answered` would
+                self.answers.deliver(store, request)
             while True:
                 row = store.get_wait(request.run_id, request.step)
                 if row is None:  # registered a moment ago: only a hand-edited store loses it
