@@ -389,7 +389,7 @@ def schedule_tasks(root: Path, prefix: str, first: datetime, span: float, count:
     """`count` once tasks due from `first`, evenly over `span` seconds, stored as
     `task.schedule` stores them (action: tools.now)."""
     from chainlang.tasks.stored import project_store
-    from chainlang.tasks.when import parse_schedule
+    from chainlang.schedules import parse_schedule
 
     now = datetime.now(timezone.utc)
     ids = []
@@ -424,7 +424,7 @@ def wait_fired(root: Path, ids: list[str], timeout: float, until: datetime | Non
     wanted = set(ids)
     with project_store(root) as store:
         while time.monotonic() < deadline:
-            left = [t for t in store.list_tasks(kind="schedule") if t.id in wanted and t.status == "active"]
+            left = [t for t in store.list_tasks(kind="schedule") if t.id in wanted and t.status in ("pending", "active")]
             if not left:
                 break
             time.sleep(0.1)

@@ -92,7 +92,7 @@ async def run_wait(chain: "ChainRun", node: "GraphNode", scope: Scope, ipath: st
             run.record(WaitStarted(ipath, request.event, request.where, request.frozen, request.deadline,
                                    request.question))
             run.commit()
-        elif not (run.detach or getattr(waiter, "detach", False)):
+        elif not _detached(run, waiter):
             # resumed at a wait in the foreground: its wait_started was shown by the process that began it
             from chainlang.output.progress.format import waiting_note
 
@@ -102,12 +102,22 @@ async def run_wait(chain: "ChainRun", node: "GraphNode", scope: Scope, ipath: st
         done = WaitFinished(ipath, settled.status, settled.payload, settled.emit_id, settled.at)
         run.record(done)
         run.commit()
-        await waiter.finished(request)
-    elif run.waiter is not None and replay is not None and ipath in replay.waits_started:
+        if not _detached(run, waiter):  # a detached run's keeper (serve) marks it once the run went on
+            await waiter.finished(request)
+    elif run.waiter is not None and replay is not None and ipath in replay.waits_started and \
+            not _detached(run, run.waiter):
         # recorded before the process died, maybe before it told the store: tell it again (idempotent),
         # or the settled row stays listed as a run to resume
         await run.waiter.finished(_request(chain, node, plan, scope, ipath, replay.waits_started[ipath]))
     _outcome(chain, node, plan, scope, ipath, done, start)
+
+
+def _detached(run: Any, waiter: Any) -> bool:
+    """Whether the run goes on in the background (`--detach`, a serve resuming it): then the
+    wait is marked finished in the store by whoever resumed it, once the run went on to its
+    end or its next wait, so a process killed in between leaves the wait listed as one whose
+    run must be resumed (serve/waits.py)."""
+    return bool(run.detach or getattr(waiter, "detach", False))
 
 
 def _request(chain: "ChainRun", node: "GraphNode", plan: "WaitPlan", scope: Scope, ipath: str,

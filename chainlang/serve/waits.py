@@ -205,6 +205,11 @@ class WaitKeeper:
                 return
             self._retry.pop(row.run_id, None)
             status = getattr(result, "status", "?")
+            if status != "interrupted":  # it went on past its wait: no one need resume it for that wait again
+                try:
+                    await asyncio.to_thread(self.store.finish_wait, row.run_id, row.step)
+                except Exception as exc:  # the next turn finds the row again; resuming a finished run is a no-op
+                    self._troubled(f"could not mark the wait of run {row.run_id} finished", exc)
             log.info("run %s resumed after its wait at step %s (%s): %s", row.run_id, row.step,
                      {"delivered": "event delivered"}.get(row.status, row.status.replace("_", " ")), status)
 
