@@ -189,6 +189,11 @@ _DETACH = click.option("--detach", is_flag=True,
                             "(through chainlang serve) or the deadline continues the run.")
 
 
+_ANSWER = click.option("--answer", "answers", multiple=True, metavar="ID=VALUE",
+                       help="Answer the user.ask step with this id (or path) when it asks (repeatable); VALUE is "
+                            "parsed as JSON when it parses, else taken as text; checked against its choices.")
+
+
 @main.command()
 @click.argument("file", type=click.Path())
 @click.option("--input", "inputs", multiple=True, metavar="NAME=VALUE",
@@ -200,11 +205,13 @@ _DETACH = click.option("--detach", is_flag=True,
 @click.option("--thread", default=None, metavar="ID",
               help="Attach the run to a stored thread: each step's result is added to it (see chainlang threads).")
 @_DETACH
+@_ANSWER
 @_tools_option
 @_PROGRESS
 @_COLOR
 def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | None, now: str | None,
-        thread: str | None, detach: bool, tools: tuple[str, ...], progress: str, color: bool | None) -> None:
+        thread: str | None, detach: bool, answers: tuple[str, ...], tools: tuple[str, ...], progress: str,
+        color: bool | None) -> None:
     """Run a chain.
 
     The chain is checked first; a chain with errors does not start. Exit code: 0 the run
@@ -215,7 +222,7 @@ def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | Non
     def body() -> int:
         from chainlang.cli.run import run_command
 
-        return run_command(file, inputs, as_json, transcript, now, tools, progress, color, thread, detach)
+        return run_command(file, inputs, as_json, transcript, now, tools, progress, color, thread, detach, answers)
 
     _guarded(body)
 
@@ -228,10 +235,11 @@ def run(file: str, inputs: tuple[str, ...], as_json: bool, transcript: str | Non
               help="Run this unfinished non-idempotent step again (you checked it did not take effect).")
 @click.option("--skip", multiple=True, metavar="STEP", help="Go on without this unfinished non-idempotent step.")
 @_DETACH
+@_ANSWER
 @_PROGRESS
 @_COLOR
 def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[str, ...], skip: tuple[str, ...],
-           detach: bool, progress: str, color: bool | None) -> None:
+           detach: bool, answers: tuple[str, ...], progress: str, color: bool | None) -> None:
     """Continue an interrupted run from its transcript.
 
     Steps that finished are not run again; recorded clock readings and decide answers are
@@ -242,7 +250,7 @@ def resume(transcript: str, as_json: bool, tools: tuple[str, ...], rerun: tuple[
     def body() -> int:
         from chainlang.cli.run import resume_command
 
-        return resume_command(transcript, as_json, tools, rerun, skip, progress, color, detach)
+        return resume_command(transcript, as_json, tools, rerun, skip, progress, color, detach, answers)
 
     _guarded(body)
 
@@ -356,6 +364,33 @@ def threads(action: str, thread_id: str | None, status: str | None, summary: str
         from chainlang.cli.threads import threads_command
 
         return threads_command(action, thread_id, status, summary, limit, project, as_json)
+
+    _guarded(body)
+
+
+@main.command()
+@click.argument("action", type=click.Choice(("list", "show", "cancel")), required=False, default="list")
+@click.argument("run", required=False)
+@click.argument("step", required=False)
+@click.option("--status", type=click.Choice(("waiting", "delivered", "timed_out", "cancelled", "all")), default=None,
+              help="With list: the waits in this state (default: waiting).")
+@click.option("--project", default=None, metavar="DIR", type=click.Path(),
+              help="The project (default: the one of the working directory: the nearest chainlang.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print the waits (or the wait) as JSON.")
+def waits(action: str, run: str | None, step: str | None, status: str | None, project: str | None,
+          as_json: bool) -> None:
+    """The runs that wait for an event or an answer (wait:, user.ask).
+
+    list (the default): each waiting run, what it waits for (event, where and the values it
+    froze, deadline, question); show RUN [STEP]: one wait, however it ended; cancel RUN
+    [STEP]: the step fails with error type cancelled. RUN is a run id or its transcript.
+    Exit code: 0, 1 no such wait or it was settled already, 2 usage error.
+    """
+
+    def body() -> int:
+        from chainlang.cli.waits import waits_command
+
+        return waits_command(action, run, step, status, project, as_json)
 
     _guarded(body)
 

@@ -43,26 +43,32 @@ def _no_constant(name: str) -> Any:
 
 def run_command(file: str, input_pairs: Sequence[str], as_json: bool, transcript: str | None, now: str | None,
                 tools: Sequence[str], progress: str, color: bool | None, thread: str | None = None,
-                detach: bool = False) -> int:
+                detach: bool = False, answer_pairs: Sequence[str] = ()) -> int:
     from chainlang.engine.entry import run_async
     from chainlang.runtime.admission import parse_now
+    from chainlang.runtime.scripted_answers import parse_answers
 
     inputs = parse_inputs(input_pairs)
+    answers = parse_answers(answer_pairs)
     pinned = parse_now(now)
     view = _progress(progress, color)
     return _drive(lambda announce: run_async(file, inputs, now=pinned, transcript=transcript, tools=tools,
-                                             progress=view, on_transcript=announce, thread=thread, detach=detach),
+                                             progress=view, on_transcript=announce, thread=thread, detach=detach,
+                                             answers=answers),
                   as_json, color,
                   progress == "quiet")
 
 
 def resume_command(transcript: str, as_json: bool, tools: Sequence[str], rerun: Sequence[str], skip: Sequence[str],
-                   progress: str, color: bool | None, detach: bool = False) -> int:
+                   progress: str, color: bool | None, detach: bool = False, answer_pairs: Sequence[str] = ()) -> int:
     from chainlang.engine.entry import resume_async
+    from chainlang.runtime.scripted_answers import parse_answers
 
+    answers = parse_answers(answer_pairs)
     view = _progress(progress, color)
     return _drive(lambda announce: resume_async(transcript, tools=list(tools) or None, rerun=rerun, skip=skip,
-                                                progress=view, on_transcript=announce, detach=detach),
+                                                progress=view, on_transcript=announce, detach=detach,
+                                                **({"answers": answers} if answers else {})),
                   as_json, color,
                   progress == "quiet")
 
@@ -166,6 +172,8 @@ def report_emit(result: Any, as_json: bool, color: bool | None) -> int:
             body["errors"] = result.errors
         if result.previous:
             body["previous"] = result.previous
+        if getattr(result, "delivered", None):  # the waiting runs it went to (§15)
+            body["delivered"] = result.delivered
         _out(lambda as_ascii: json.dumps(body, ensure_ascii=as_ascii) + "\n")
     if result.status == "invalid":
         if result.errors:
@@ -189,10 +197,19 @@ def report_emit(result: Any, as_json: bool, color: bool | None) -> int:
             _out(lambda _a: f"emit {result.event}: {shown} hook{'s' if shown != 1 else ''} fired\n")
             for item in result.fired:
                 _out(functools.partial(_item_line, item))
+        for went in getattr(result, "delivered", None) or []:  # the waiting runs it went to (§15)
+            _out(functools.partial(_delivered_line, went))
     sys.stdout.flush()
     if result.error and result.status != "failed":
         _err(f"emit {result.status}: {_why(result.error)}")
     return int(result.exit_code)
+
+
+def _delivered_line(item: dict[str, Any], as_ascii: bool) -> str:
+    from chainlang.diagnostics import visible
+
+    text = f"  delivered to run {item.get('run_id')} waiting at step {item.get('step')}"
+    return visible(_ascii(text) if as_ascii else text) + "\n"
 
 
 def _item_line(item: dict[str, Any], as_ascii: bool) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, ModelCall, RunFinished, RunStarted,
-                                       StepFinished, StepProgress, StepStarted)
+                                       StepFinished, StepProgress, StepStarted, WaitFinished, WaitStarted)
 
 if TYPE_CHECKING:
     from chainlang.journal.reader import Entry
@@ -34,7 +34,7 @@ class RunReport:
 
     run_id: str
     title: str
-    status: str  # ok, failed, limit, interrupted, running (no run_finished yet, its transcript held)
+    status: str  # ok, failed, limit, interrupted, waiting, running (no run_finished yet, its transcript held)
     trigger: str  # cli, event or schedule
     summary: dict[str, Any]
     attempts: list[dict[str, Any]]
@@ -105,6 +105,7 @@ def build(records: list["Entry"], *, held: bool = False, notes: list[str] | None
     latest: dict[str, dict[str, Any]] = {}  # step path → its last attempt
     pending: dict[str, list[dict[str, Any]]] = {}  # decisions waiting for their attempt
     hooks: list[dict[str, Any]] = []
+    waits: dict[str, dict[str, Any]] = {}  # step path → its wait under way (it goes on across resumes)
     before = 0.0  # when the record before this one was written
     for entry in records:
         rec, seq = entry.record, entry.envelope.seq
@@ -120,7 +121,7 @@ def build(records: list["Entry"], *, held: bool = False, notes: list[str] | None
                        "max": rec.max_attempts, "start_ms": at, "end_ms": None, "status": None,
                        "reason": None, "params": rec.params, "result": None, "error": None,
                        "duration_ms": None, "decide": pending.pop(rec.step, []), "models": [], "progress": [],
-                       "hook": _hook_of(rec.step), "fired": [], "seq0": seq, "seq1": None}
+                       "hook": _hook_of(rec.step), "fired": [], "seq0": seq, "seq1": None, "wait": False}
             attempts.append(attempt)
             open_[rec.step] = latest[rec.step] = attempt
         elif isinstance(rec, StepFinished):
@@ -150,6 +151,13 @@ def build(records: list["Entry"], *, held: bool = False, notes: list[str] | None
             hooks.append(_hook_row(rec, at))
             if isinstance(rec, HookFired) and rec.step in latest:
                 latest[rec.step]["fired"].append({"hook": rec.hook, "at_ms": at, "when": rec.when})
+        elif isinstance(rec, WaitStarted):
+            attempt = _wait_bar(rec, len(attempts), at, seq)
+            attempts.append(attempt)
+            waits[rec.step] = latest[rec.step] = attempt
+        elif isinstance(rec, WaitFinished):
+            if rec.step in waits:
+                _wait_ended(waits.pop(rec.step), rec, at, seq)
         elif isinstance(rec, RunFinished):
             finished = rec
         before = max(before, at)
@@ -157,13 +165,41 @@ def build(records: list["Entry"], *, held: bool = False, notes: list[str] | None
     span = max(last - t0, 1.0)
     for attempt in attempts:
         if attempt["status"] is None:  # no step_finished: under way, or cut off by a stop
-            attempt["status"] = "running" if status == "running" else "interrupted"
+            # a wait not finished still waits, whether a process watches it or not (the store has it)
+            attempt["status"] = "waiting" if attempt["wait"] else "running" if status == "running" else "interrupted"
             attempt["end_ms"] = span
     _cut_values(attempts)
     return RunReport(
         run_id=records[0].envelope.run_id, title=_title(started), status=status, trigger=trigger_of(started),
         summary=_summary(started, finished, span, attempts), attempts=attempts, lanes=_lanes(attempts),
         hooks=hooks, span_ms=span, restarts=restarts, notes=list(notes or []))
+
+
+def _wait_bar(rec: WaitStarted, i: int, at: float, seq: int) -> dict[str, Any]:
+    """A wait as a bar from its wait_started to its wait_finished; its params are what it waits
+    for (the event, where and the values it froze, the deadline, a user.ask's question)."""
+    asked = isinstance(rec.question, dict)
+    params: dict[str, Any] = {"event": rec.event, "where": rec.where, "values": rec.values, "deadline": rec.deadline}
+    if asked:
+        params["question"] = rec.question
+    return {"i": i, "step": rec.step, "event": "user.ask" if asked else f"wait {rec.event}", "attempt": 1,
+            "max": None, "start_ms": at, "end_ms": None, "status": None,
+            "reason": f"waits until {rec.deadline}" if rec.deadline else "waits (no timeout)", "params": params,
+            "result": None, "error": None, "duration_ms": None, "decide": [], "models": [], "progress": [],
+            "hook": _hook_of(rec.step), "fired": [], "seq0": seq, "seq1": None, "wait": True}
+
+
+_WAIT_ENDS = {"ok": "ok", "timed_out": "timed_out", "cancelled": "cancelled"}
+
+
+def _wait_ended(attempt: dict[str, Any], rec: WaitFinished, at: float, seq: int) -> None:
+    status = _WAIT_ENDS.get(rec.status, "failed") if isinstance(rec.status, str) else "failed"
+    how = {"ok": "answered" if "question" in attempt["params"] else "delivered", "timed_out": "timed out",
+           "cancelled": "cancelled (chainlang waits cancel)"}.get(status, str(rec.status))
+    if rec.emit_id:
+        how += f" by emit {rec.emit_id}"
+    attempt.update(status=status, reason=how, result=rec.payload, seq1=seq, end_ms=max(at, attempt["start_ms"]),
+                   duration_ms=max(0.0, at - attempt["start_ms"]))
 
 
 def _hook_row(rec: HookFired | HookFinished | HookDropped, at: float) -> dict[str, Any]:

@@ -191,7 +191,8 @@ def _statuses(report: RunReport) -> dict[str, str]:
     """The status of each graph node's steps in this run, by the node's path: how its last
     attempt ended (a retry that succeeded is ok), the worst of its items' for a foreach,
     and of its sub-chain's steps."""
-    rank = {"failed": 5, "interrupted": 4, "running": 3, "cancelled": 2, "ok": 1, "skipped": 0}
+    rank = {"failed": 5, "interrupted": 4, "timed_out": 4, "running": 3, "waiting": 3, "cancelled": 2, "ok": 1,
+            "skipped": 0}
     last: dict[str, str] = {}
     for attempt in report.attempts:  # in order: the last attempt of each step path wins
         last[attempt["step"]] = attempt["status"]

@@ -2,11 +2,11 @@
 
 The interpreter hands every record it writes to the transcript to `view.record(rec)`, as
 the typed record of chainlang.journal.records (`RunStarted`, `StepStarted`, `StepProgress`,
-`Decide`, `StepFinished`, `RunFinished`, `Clock`, `HookFired`): a view dispatches on its
-type and reads its attributes. It calls `view.close()` once at the end. `make_progress()`
+`Decide`, `StepFinished`, `RunFinished`, `Clock`, `HookFired`, `WaitStarted`, `WaitFinished`):
+a view dispatches on its type and reads its attributes. It calls `view.close()` once at the end. `make_progress()`
 picks the view:
 
-- `quiet`: nothing at all.
+- `quiet`: no progress; only notes and what a run waits for (`wait`, `user.ask`).
 - `plain` (the default when the stream is not a terminal): one line per finished step, per
   retry, per progress message, per decide answer and for the run's start and finish::
 
@@ -17,6 +17,8 @@ picks the view:
       ✓ 3.1 tools.now 0.4 ms
       ✗ 4 email.send failed: connection refused
       - 5 user.notify skipped
+      ⧖ 6 waits for approval.given where draft_id == draft.id (draft.id = "d-1") until 2026-11-30T10:00:00.000Z
+      ✓ 6 approval.given delivered by emit 20261128T100000Z-4bf6b2a45d
       run ok in 12.3 ms
 
   A stream whose encoding cannot carry the symbols gets ASCII ones (`+ x - ~ ... ? >`).

@@ -19,7 +19,7 @@ from chainlang.diagnostics import visible
 
 if TYPE_CHECKING:
     from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, RunFinished, RunStarted,
-                                           StepFinished, StepProgress, StepStarted)
+                                           StepFinished, StepProgress, StepStarted, WaitFinished, WaitStarted)
     from chainlang.redaction import Redactor
 
 MAX_TEXT = 200  # characters of one message, reason or error on a line
@@ -42,6 +42,7 @@ _UNICODE_SYMBOLS = {
     "decide": "?",
     "run": "▶",
     "hook": "↳",
+    "wait": "⧖",
     "ellipsis": "…",
     "sep": " · ",
 }
@@ -56,6 +57,7 @@ _ASCII_SYMBOLS = {
     "decide": "?",
     "run": ">",
     "hook": "^",
+    "wait": "=",
     "ellipsis": "...",
     "sep": " - ",
 }
@@ -159,6 +161,7 @@ class _Formatter:
         self._names: dict[str, str] = {}  # event name -> its clean() text, for ok_line
         self._names_secrets = 0  # how many secrets the run had when _names was filled
         self.kind = "run"  # or "emit": what the run_started record began
+        self._waits: dict[object, tuple[str, bool]] = {}  # step → (its event, a user.ask), for wait_finished
 
     def clean(self, value: object, limit: int = MAX_TEXT) -> str:
         """`value` as one visible line of at most `limit` characters that the stream can
@@ -312,11 +315,85 @@ class _Formatter:
             line.append((f" {'in' if status == 'ok' else 'after'} {took}", "dim"))
         return line
 
+    def wait_started(self, rec: WaitStarted) -> list[Line]:
+        """What the run waits for: the event, its where with the values it froze and the
+        deadline; for a user.ask, the question, its choices and how to answer it."""
+        step, event = self.clean(rec.step, _MAX_NAME), self.clean(rec.event, _MAX_NAME)
+        question = rec.question if isinstance(rec.question, dict) else None
+        if len(self._waits) >= 1024:  # a run waits at a few steps at once: bounded all the same
+            self._waits.clear()
+        self._waits[rec.step] = ("user.ask" if question is not None else event, question is not None)
+        until = f" until {self.clean(rec.deadline, _MAX_NAME)}" if rec.deadline else " (no timeout)"
+        symbol = (self.symbols["wait"], "info")
+        if question is None:
+            where = ""
+            if rec.where:
+                where = f" where {rec.where}"
+                if isinstance(rec.values, dict) and rec.values:
+                    where += " (" + ", ".join(f"{name} = {_json(value)}" for name, value in rec.values.items()) + ")"
+            return [[symbol, (f" {step} ", ""), ("waits for", "info"), (f" {event}", "bold"),
+                     (self.clean(where), "dim"), (until, "dim")]]
+        choices = question.get("choices")
+        shown = f" [{' / '.join(_json(c) for c in choices)}]" if isinstance(choices, list) else ""
+        return [[symbol, (f" {step} ", ""), ("asks", "info"), (f" {self.clean(question.get('question'))}", "bold"),
+                 (self.clean(shown), ""), (f" (question {self.clean(question.get('id'), _MAX_NAME)}{until})", "dim")],
+                [("  answer with: ", "dim"), (self.clean(answer_command(question), _MAX_NOTE), "")]]
+
+    def wait_finished(self, rec: WaitFinished) -> Line:
+        """How a wait ended: delivered (by which emit), answered, timed out or cancelled."""
+        step = self.clean(rec.step, _MAX_NAME)
+        event, asked = self._waits.pop(rec.step, ("wait", False))  # a resumed run did not see its wait begin
+        by = f" by emit {self.clean(rec.emit_id, _MAX_NAME)}" if rec.emit_id else ""
+        if rec.status == "ok":
+            return [(self.symbols["ok"], "ok"), (f" {step} {event} ", ""), ("answered" if asked else "delivered", "ok"),
+                    (by, "dim")]
+        if rec.status == "timed_out":
+            return [(self.symbols["failed"], "warn"), (f" {step} {event} ", ""), ("timed out", "warn")]
+        if rec.status == "cancelled":
+            return [(self.symbols["cancelled"], "warn"), (f" {step} {event} ", ""), ("cancelled", "warn")]
+        return [(self.symbols["other"], "warn"), (f" {step} {event} ", ""), (self.clean(rec.status, _MAX_NAME), "warn")]
+
     def elided(self, counts: dict[str, int]) -> Line:
         total = sum(counts.values())
         parts = ", ".join(f"{n:,} {kind}" for kind, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         return [(f"{self._ellipsis} {total:,} more lines not shown ({parts}); the transcript has them all", "dim")]
 
+
+
+def _json(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def answer_command(question: dict[str, Any]) -> str:
+    """The command that answers a user.ask question, its first choice as the example answer."""
+    import json
+
+    qid = json.dumps(str(question.get("id")))
+    choices = question.get("choices")
+    answer = _json(choices[0]) if isinstance(choices, list) and choices else '"..."'
+    data = f'{{"question_id": {qid}, "answer": {answer}}}'
+    if "'" in data:  # not quotable as one shell word
+        data = f'{{"question_id": {qid}, "answer": ...}}'
+    return f"chainlang emit user.answered --data '{data}'"
+
+
+def waiting_note(rec: WaitStarted) -> str:
+    """One line saying what a resumed run waits for at `rec`'s step (its wait_started was
+    recorded, and shown, by the process that began the wait)."""
+    question = rec.question if isinstance(rec.question, dict) else None
+    until = f" until {rec.deadline}" if rec.deadline else " (no timeout)"
+    if question is None:
+        where = f" where {rec.where}" if rec.where else ""
+        return f"resumed at step {rec.step}, which waits for {rec.event}{where}{until}"
+    choices = question.get("choices")
+    shown = f" [{' / '.join(_json(c) for c in choices)}]" if isinstance(choices, list) else ""
+    return (f"resumed at step {rec.step}, which asks: {question.get('question')}{shown} (question "
+            f"{question.get('id')}{until}); answer with: {answer_command(question)}")
 
 
 def _relative(file: Any) -> Any:

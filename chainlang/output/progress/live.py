@@ -11,7 +11,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, TextIO
 
 from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, RunFinished, RunStarted,
-                                       StepFinished, StepProgress, StepStarted)
+                                       StepFinished, StepProgress, StepStarted, WaitFinished, WaitStarted)
 from chainlang.output.progress.format import (
     _MAX_NAME,
     _MAX_NOTE,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 # the record types this view shows something of
 _SHOWN = frozenset({StepProgress, StepStarted, StepFinished, Decide, RunStarted, RunFinished, HookFired, HookFinished,
-                    HookDropped})
+                    HookDropped, WaitStarted, WaitFinished})
 
 
 class _Running:
@@ -173,6 +173,17 @@ class RichProgress:
             elif type(rec) is HookDropped:
                 if self._room("hook"):
                     self._pending.append(("hook", fmt.hook_dropped(rec)))
+            elif type(rec) is WaitStarted:
+                lines = fmt.wait_started(rec)
+                self._pending.extend(("wait", line) for line in lines)  # never left out: the run waits on it
+                if type(rec.step) is str:  # a row of the table while it waits, with its elapsed time
+                    row = self._start_row(rec.step, f"waits for {rec.event}", 1)
+                    row.message = fmt.clean(f"until {rec.deadline}" if rec.deadline else "no timeout")
+            elif type(rec) is WaitFinished:
+                if type(rec.step) is str:
+                    self._running.pop(rec.step, None)
+                if self._room("wait"):
+                    self._pending.append(("wait", fmt.wait_finished(rec)))
             elif type(rec) is RunStarted:
                 self._counts.clear()
                 self._running.clear()
@@ -243,7 +254,8 @@ class RichProgress:
                 return
             self._dirty = False
             table = None if final else self._table()
-        lines = [(kind == "note", line) for kind, line in pending]  # a note wraps; step lines are cut
+        # a note or a wait wraps; step lines are cut
+        lines = [(kind in ("note", "wait"), line) for kind, line in pending]
         if elided:  # the lines left out came before a run line (which is never left out)
             at = len(lines) - 1 if pending and pending[-1][0] == "run" else len(lines)
             lines.insert(at, (False, self._fmt.elided(elided)))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from chainlang.journal.records import (Decide, HookDropped, HookFinished, HookFired, RunFinished, RunStarted,
-                                       StepFinished, StepProgress, StepStarted)
+                                       StepFinished, StepProgress, StepStarted, WaitFinished, WaitStarted)
 from chainlang.output.progress.format import _ANSI, _ANSI_RESET, _MAX_NOTE, Line, _Formatter, _fraction, _isatty
 
 if TYPE_CHECKING:
@@ -68,6 +68,8 @@ class PlainProgress:
             HookFired: lambda rec: self._emit(self._fmt.hook_fired(rec)),
             HookFinished: lambda rec: self._emit(self._fmt.hook_finished(rec), flush=rec.status == "failed"),
             HookDropped: lambda rec: self._emit(self._fmt.hook_dropped(rec)),
+            WaitStarted: self._wait_started,
+            WaitFinished: lambda rec: self._emit(self._fmt.wait_finished(rec), flush=True),
         }
         if not self._tty:
             _UNCLOSED.add(self)
@@ -144,6 +146,10 @@ class PlainProgress:
             return
         status = status if type(status) is str else "finished"
         self._emit(self._fmt.finished(rec, status), flush=status == "failed")
+
+    def _wait_started(self, rec: WaitStarted) -> None:
+        for line in self._fmt.wait_started(rec):  # written at once: the run may wait for days
+            self._emit(line, flush=True)
 
     def _run_started(self, rec: RunStarted) -> None:
         self._shown.clear()
