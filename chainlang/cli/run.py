@@ -235,21 +235,20 @@ def _firing_line(item: dict[str, Any], as_ascii: bool) -> str:
 
 
 def waiting_text(error: dict[str, Any], transcript: Path | None) -> str:
-    """What `run --detach` says when the run ends at a wait: what it waits for, until when,
-    the question of a user.ask, and how it goes on."""
-    lines = [f"waiting at step {error.get('step')} for {error.get('event')}"
-             + (f" until {error['deadline']}" if error.get("deadline") else " (no timeout)")]
+    """What `run --detach` says when the run ends at a wait (the progress view said what it
+    waits for, and the question of a user.ask): how it goes on, on this project's engine."""
+    from chainlang.engine import remote_engine_used
+    from chainlang.output.progress.format import answer_command
+
     question = error.get("question")
-    if isinstance(question, dict):
-        choices = question.get("choices")
-        lines.append(f"  question {question.get('id')}: {question.get('question')}"
-                     + (f" [{' / '.join(str(c) for c in choices)}]" if isinstance(choices, list) else ""))
-        lines.append(f"  answer with: chainlang emit user.answered --data '{{\"question_id\": \"{question.get('id')}\", "
-                     "\"answer\": ...}'")
-    if transcript is not None:
-        lines.append(f"  the event goes on with it under chainlang serve, or continue here: chainlang resume "
-                     f"{_shown(transcript)}")
-    return "\n".join(lines)
+    how = (f"answer it ({answer_command(question)})" if isinstance(question, dict)
+           else f"emit {error.get('event')}")
+    if remote_engine_used():
+        return (f"the run waits at step {error.get('step')} on Temporal's workers (exit 4): {how}, and its workflow "
+                "goes on by itself; chainlang waits list shows it")
+    shown = _shown(transcript) if transcript is not None else "TRANSCRIPT"
+    return (f"the run waits at step {error.get('step')} (exit 4): {how}; chainlang serve then continues it, or "
+            f"continue it here with: chainlang resume {shown}")
 
 
 def _leave(code: int) -> int:

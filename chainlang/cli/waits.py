@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,7 @@ def waits_command(action: str, run: str | None, step: str | None, status: str | 
             shown = _masked(store, cancelled)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
+    _tell_engine(root, cancelled)
     if as_json:
         print(json.dumps(shown, ensure_ascii=False))
     else:
@@ -256,3 +258,12 @@ def _fail(message: str) -> None:
     from chainlang.diagnostics import visible
 
     print(f"chainlang waits: {visible(message)}", file=sys.stderr)
+
+
+def _tell_engine(root: Path, row: Any) -> None:
+    """A run on Temporal hears of the cancel by a signal now (its workers would send it later)."""
+    from chainlang.engine import wake_waits
+    from chainlang.runtime.calls import run_loop
+
+    for problem in run_loop(wake_waits(root, [row])):
+        _fail(f"note: {problem}")
