@@ -162,3 +162,40 @@ def test_one_emit_reaches_every_run_it_matches_and_still_fires_its_hooks(tmp_pat
     still = cli(tmp_path, "resume", str(transcripts[2]), "--detach")  # d-2 got nothing: it still waits
     assert still.returncode == 4, still.stderr
     assert not [r for r in records(transcripts[2]) if r["type"] == "wait_finished"]
+
+
+PARALLEL = """\
+chain: prep.approve
+events:
+  ping.came:
+    payload: {type: object, properties: {n: {type: integer}}, required: [n]}
+steps:
+  - parallel:
+      - wait: {event: ping.came, where: "n == 1", timeout: 1d}
+        id: ping
+      - steps:
+          - k.record: {kind: prep, ref: a, before_ms: 300}
+          - k.record: {kind: prep, ref: b, before_ms: 300}
+  - k.record: {kind: after, ref: "{ping.result.n}"}
+"""
+
+
+def test_a_detached_run_lets_the_other_branches_finish_their_steps_before_it_ends_waiting(tmp_path: Path) -> None:
+    """`--detach` with a wait in one branch of a parallel group: the other branch's steps (not
+    idempotent, slow) run to their end instead of being cut (cancelled, then refused on resume)."""
+    import shutil
+
+    shutil.copy(Path(__file__).parent / "kill_tools.py", tmp_path / "kill_tools.py")
+    (tmp_path / "chainlang.toml").write_text('chains = ["."]\ntools = ["kill_tools.py"]\n', encoding="utf-8")
+    (tmp_path / "prep.chain.yaml").write_text(PARALLEL, encoding="utf-8")
+    where = tmp_path / "run.jsonl"
+    done = cli(tmp_path, "run", "prep.chain.yaml", "--detach", "--transcript", str(where))
+    assert done.returncode == 4, done.stderr
+    ends = {r["step"]: r["status"] for r in records(where) if r["type"] == "step_finished"}
+    assert ends == {"1.2.1": "ok", "1.2.2": "ok"}, ends
+    assert cli(tmp_path, "emit", "ping.came", "--data", '{"n": 1}').returncode == 0
+    done = cli(tmp_path, "resume", str(where))
+    assert done.returncode == 0, done.stderr
+    effects = [json.loads(line) for line in (tmp_path / ".chainlang" / "state" / "effects.jsonl")
+               .read_text(encoding="utf-8").splitlines()]
+    assert [(e["kind"], e["ref"]) for e in effects] == [("prep", "a"), ("prep", "b"), ("after", "1")]

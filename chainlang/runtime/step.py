@@ -71,7 +71,17 @@ class StepPipeline:
         self.interceptors = chain.interceptors
 
     async def __call__(self, node: "GraphNode", scope: Scope, ipath: str) -> None:
-        """Run one event step (or one item of a foreach: `scope` then holds the loop variable)."""
+        """Run one event step (or one item of a foreach: `scope` then holds the loop variable),
+        counted in `run.in_flight` while it runs: a detached wait ends the run only once no
+        other branch is in the middle of a step (runtime/waiting.py)."""
+        run = self.run
+        run.in_flight += 1
+        try:
+            await self.step(node, scope, ipath)
+        finally:
+            run.in_flight -= 1
+
+    async def step(self, node: "GraphNode", scope: Scope, ipath: str) -> None:
         run = self.run
         name = node.event or ""
         replay = run.replay

@@ -52,6 +52,9 @@ class WaitRequest:
     chain: str | None
     timeout: float | None  # seconds, for an engine that keeps its own timer
     step_id: str | None = None  # the step's `id` (what `--answer ID=VALUE` names)
+    # whether another branch of the run is in the middle of a step: a detached run ends at its
+    # wait only once the others are done or waiting too (None: nothing else runs)
+    others_busy: Any = None
 
 
 @dataclass
@@ -152,7 +155,7 @@ def _request(chain: "ChainRun", node: "GraphNode", plan: "WaitPlan", scope: Scop
     if plan.ask is not None and question is not None:
         where = f"question_id == '{question['id']}'"
     return WaitRequest(run.run_id, ipath, plan.event, where, frozen, deadline, question, match_field, match_value,
-                       chain.graph.name or chain.graph.file, timeout, node.id)
+                       chain.graph.name or chain.graph.file, timeout, node.id, lambda: run.in_flight > 0)
 
 
 def _question(node: "GraphNode", plan: "WaitPlan", scope: Scope, ipath: str,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["POLL_SECONDS", "StoreWaiter", "settled_of"]
 
 POLL_SECONDS = 0.2  # how often a run in the foreground looks at its wait
+BUSY_POLL_SECONDS = 0.02  # how often a detached wait looks whether the other branches are done
 
 
 class StoreWaiter:
@@ -85,7 +86,14 @@ class StoreWaiter:
                         return settled_of(timed_out)
                     continue  # settled by someone else meanwhile: read how
                 if self.detach:
-                    raise RunWaiting(request.step, request.event, row.deadline, row.question)
+                    busy = request.others_busy
+                    if busy is None or not busy():
+                        await asyncio.sleep(0)  # a branch between two steps takes its next one now
+                        if busy is None or not busy():
+                            raise RunWaiting(request.step, request.event, row.deadline, row.question)
+                    # another branch is in a step: let it go on (its steps are not cut short to detach)
+                    await asyncio.sleep(BUSY_POLL_SECONDS if left is None else min(BUSY_POLL_SECONDS, left))
+                    continue
                 await asyncio.sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
 
     async def finished(self, request: WaitRequest) -> None:
