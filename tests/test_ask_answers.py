@@ -168,7 +168,7 @@ def test_a_resume_replays_the_recorded_answer_and_resume_answers_too(tmp_path: P
     root = project(tmp_path, count=THEN_WAIT)
     first = cli(root, "run", "count.chain.yaml", "--answer", "count=2", "--detach")
     assert first.returncode == 4, first.stderr
-    assert "waiting at step 2 for go.on" in first.stderr
+    assert "waits at step 2 for go.on" in first.stderr
     [transcript] = transcripts(root)
     emitted = cli(root, "emit", "go.on", "--data", '{"n": 7}')
     assert emitted.returncode == 0, emitted.stderr
@@ -209,7 +209,7 @@ def test_a_question_in_a_called_chain_is_answered_and_detaches_as_waiting(tmp_pa
     # unanswered, --detach ends the run as waiting at the sub-chain's step (it failed the calling step before)
     detached = cli(root, "run", "parent.chain.yaml", "--detach")
     assert detached.returncode == 4, detached.stderr
-    assert "waiting at step 1/1 for user.answered" in detached.stderr, detached.stderr
+    assert "waits at step 1/1 for user.answered" in detached.stderr, detached.stderr
     waiting = [t for t in transcripts(root) if records(t, "run_finished")[-1]["status"] == "waiting"]
     resumed = cli(root, "resume", str(waiting[0]), "--answer", "confirm=yes", "--json")
     assert resumed.returncode == 0, resumed.stderr

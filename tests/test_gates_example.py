@@ -62,7 +62,7 @@ def test_the_review_of_its_task_passes_the_gate(tmp_path: Path) -> None:
     waiting = cli(root, "run", "review.chain.yaml", "--input", f"task_id={TASK}", "--detach",
                   "--transcript", ".chainlang/runs/gate.jsonl")
     assert waiting.returncode == 4, waiting.stderr
-    assert "waiting at step 2 for review.approved" in waiting.stderr
+    assert "waits at step 2 for review.approved" in waiting.stderr
     other = cli(root, "emit", "review.approved", "--data", '{"task_id": "TASK-2026-11-28-002", "approved": true}')
     assert other.returncode == 0, other.stderr  # another task's review: not this gate's
     mine = cli(root, "emit", "review.approved", "--data",
@@ -86,7 +86,7 @@ def test_a_late_review_escalates_and_the_gate_waits_again(tmp_path: Path) -> Non
     assert escalated.returncode == 4, escalated.stderr
     assert f"[warning] Review gate late: {TASK} has waited 2 days for review; the team lead" in escalated.stderr, \
         escalated.stderr
-    assert "waiting at step 3.then.2 for review.approved" in escalated.stderr
+    assert "waits at step 3.then.2 for review.approved" in escalated.stderr
     approved = cli(root, "emit", "review.approved", "--data",
                    json.dumps({"task_id": TASK, "approved": True, "reviewer": "lead"}))
     assert approved.returncode == 0, approved.stderr

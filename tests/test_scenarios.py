@@ -349,7 +349,7 @@ def test_5_daily_journal_and_the_end_of_day_digest(project: Path) -> None:
 def test_6_conditional_automation(project: Path) -> None:
     waiting, other, sarah, resumed, calendar = Session(project).run(section_blocks("6."))
     # the run waits for the email (no hook: a hook's action cannot wait), holding no process
-    assert waiting.code == 4 and "waiting at step 2.then.1/2.then.1/1 for email.received" in waiting.output
+    assert waiting.code == 4 and "waits at step 2.then.1/2.then.1/1 for email.received" in waiting.output
     transcript = project / ".chainlang" / "runs" / "sarah.jsonl"
     started = [r["event"] for r in records(transcript) if r["type"] == "wait_started"]
     assert started == ["email.received", "user.answered"]  # the email, then the question

@@ -43,7 +43,8 @@ class RunState:
     notify: Callable[[str], None] = lambda text: None
     load_chain: "Callable[[str, str], ExecutionGraph] | None" = None  # (name or path, caller file) → graph
     steps_run: int = 0
-    in_flight: int = 0  # event steps running now (in any branch): see runtime/step.StepPipeline
+    # the event steps running now (in any branch), by path: see runtime/step.StepPipeline
+    in_flight: dict[str, int] = field(default_factory=dict)
     events: dict[str, "EventRuntime"] = field(default_factory=dict)
     binders: dict[int, "Binder"] = field(default_factory=dict)
     hooks: "HookSet | None" = None  # the hooks of an emit (a run's are its chain's graph.hook_set)

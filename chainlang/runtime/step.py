@@ -72,14 +72,18 @@ class StepPipeline:
 
     async def __call__(self, node: "GraphNode", scope: Scope, ipath: str) -> None:
         """Run one event step (or one item of a foreach: `scope` then holds the loop variable),
-        counted in `run.in_flight` while it runs: a detached wait ends the run only once no
-        other branch is in the middle of a step (runtime/waiting.py)."""
-        run = self.run
-        run.in_flight += 1
+        kept in `run.in_flight` while it runs: a detached wait ends the run only once no other
+        branch is in the middle of a step (runtime/waiting.py)."""
+        flights = self.run.in_flight
+        flights[ipath] = flights.get(ipath, 0) + 1
         try:
             await self.step(node, scope, ipath)
         finally:
-            run.in_flight -= 1
+            left = flights[ipath] - 1
+            if left:
+                flights[ipath] = left
+            else:
+                del flights[ipath]
 
     async def step(self, node: "GraphNode", scope: Scope, ipath: str) -> None:
         run = self.run

@@ -115,6 +115,12 @@ async def run_wait(chain: "ChainRun", node: "GraphNode", scope: Scope, ipath: st
     _outcome(chain, node, plan, scope, ipath, done, start)
 
 
+def _others_busy(in_flight: dict[str, int], ipath: str) -> bool:
+    """Whether a step other than those the wait is inside (the step that called its chain:
+    `4` for `4/2`) is running now."""
+    return any(not ipath.startswith(path + "/") for path in in_flight)
+
+
 def _detached(run: Any, waiter: Any) -> bool:
     """Whether the run goes on in the background (`--detach`, a serve resuming it): then the
     wait is marked finished in the store by whoever resumed it, once the run went on to its
@@ -155,7 +161,8 @@ def _request(chain: "ChainRun", node: "GraphNode", plan: "WaitPlan", scope: Scop
     if plan.ask is not None and question is not None:
         where = f"question_id == '{question['id']}'"
     return WaitRequest(run.run_id, ipath, plan.event, where, frozen, deadline, question, match_field, match_value,
-                       chain.graph.name or chain.graph.file, timeout, node.id, lambda: run.in_flight > 0)
+                       chain.graph.name or chain.graph.file, timeout, node.id,
+                       lambda: _others_busy(run.in_flight, ipath))
 
 
 def _question(node: "GraphNode", plan: "WaitPlan", scope: Scope, ipath: str,
