@@ -863,3 +863,13 @@ def test_cli_regex_in_expression_is_bounded(tmp_path: Path) -> None:
     proc = run_check("x.chain.yaml", cwd=tmp_path, timeout=10)
     assert proc.returncode in (0, 1), proc
     assert_clean_exit(proc, proc.returncode)
+
+
+def test_a_control_character_after_multibyte_text_is_pointed_at_exactly() -> None:
+    """libyaml reports a bad character at a UTF-8 byte offset: non-ASCII text before it moved
+    the caret lines further (hypothesis found it with CRLF line ends)."""
+    data = b'{\n  "steps": [\n    {\n      "description": "\xc2\xa0\xc2\xa0\xf0\x90\x80\x80",\n' \
+           b'      "params": ["\xc2\xa0\xf0\x90\x80\x80\x7f"]\n    }\n  ]\n}'
+    for text in (data, data.replace(b"\n", b"\r\n")):
+        _, diags = check_bytes(text)
+        assert [(d.line, d.column, d.rule) for d in diags] == [(5, 21, "CL001")]

@@ -90,11 +90,11 @@ def test_exactly_these_are_implemented() -> None:
     # chain.run is run by the interpreter itself (tests/test_run.py)
     # and the task events that use the project's store (tests/test_tasks_register.py)
     # and the thread events (tests/test_threads.py) and the memory events (tests/test_memory.py)
-    # and the agent events (tests/test_agents.py)
+    # and the agent events (tests/test_agents.py) and user.ask, a wait (tests/test_waits_cli.py)
     assert {name for name, spec in SPECS.items() if spec.implemented} == set(IMPLEMENTED) | {
         "chain.run", "task.register", "task.list", "task.cancel", "task.schedule",
         "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest",
-        "agent.think", "agent.chain", "agent.decide"}
+        "agent.think", "agent.chain", "agent.decide", "user.ask"}
 
 
 # -- tools.now -----------------------------------------------------------------------------

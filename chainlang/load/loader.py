@@ -530,7 +530,7 @@ def load_text(path: str, text: str, sink: DiagnosticSink) -> LoadResult:
         except Exception as exc:  # MarkedYAMLError, ReaderError, ...
             del sink.items[reported:]
             root = None
-            _report_yaml_error(fast_error or exc, source, sink)
+            _report_yaml_error(fast_error or exc, source, sink, byte_offsets=fast_error is not None)
     if root is not None and any(c in text for c in YAML11_ONLY_BREAKS):
         _reposition(root, source)
     return LoadResult(source, root)
@@ -556,7 +556,7 @@ def _reposition(root: AnyNode, source: SourceFile) -> None:
                 stack.append(value)
 
 
-def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink) -> None:
+def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink, byte_offsets: bool = False) -> None:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None)
     context = getattr(exc, "context", None)
@@ -567,8 +567,11 @@ def _report_yaml_error(exc: Exception, source: SourceFile, sink: DiagnosticSink)
         span = Span.point(*source.position(context_mark.index))
     elif mark is not None:  # the character index is exact, also where line counting differs
         span = Span.point(*source.position(min(mark.index, len(source.text))))
-    elif getattr(exc, "position", None) is not None:  # ReaderError: a character offset
-        line, column = source.position(int(exc.position))  # type: ignore[attr-defined]
+    elif getattr(exc, "position", None) is not None:  # ReaderError: an offset into what the parser read
+        position = int(exc.position)  # type: ignore[attr-defined]
+        if byte_offsets:  # libyaml's (the fast parser's) counts UTF-8 bytes: a character offset here
+            position = len(source.text.encode("utf-8", "surrogatepass")[:position].decode("utf-8", "ignore"))
+        line, column = source.position(position)
         span = Span.point(line, column)
     else:
         span = Span.point(1, 1)
