@@ -194,3 +194,37 @@ def test_a_test_past_its_timeout_fails_naming_the_step_and_its_process_is_killed
     while not _pid_gone(pid):
         assert time.monotonic() < deadline, f"the hanging test's process {pid} is still running"
         time.sleep(0.05)
+
+
+# a tool that leaves a thread that is not a daemon running for a moment after it returns:
+# the CLI ends its own process at once then (`os._exit`), but a `command:` step runs the
+# CLI inside the test's process, which must go on to its next step
+LINGERING_TOOLS = '''
+import threading
+import time
+
+from chainlang import event
+
+
+@event("linger.start", params={"type": "object"}, result={"type": "object"})
+def start():
+    threading.Thread(target=time.sleep, args=(3,), daemon=False).start()
+    return {}
+'''
+
+
+def test_a_command_step_that_leaves_a_thread_running_does_not_end_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", chainlang='tools = ["tools.py"]\n')
+    (pytester.path / "tools.py").write_text(LINGERING_TOOLS, encoding="utf-8")
+    (pytester.path / "linger.chain.yaml").write_text("chain: linger.twice\nsteps:\n  - linger.start: {}\n", encoding="utf-8")
+    write(pytester, "linger.chaintest.yaml", """
+        tests:
+          - name: two runs
+            steps:
+              - command: run linger.chain.yaml
+                expect: {exit: 0}
+              - command: run linger.chain.yaml
+                expect: {output: run ok}
+    """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1)

@@ -308,11 +308,31 @@ def run_commands(block: Block, directory: Path) -> subprocess.CompletedProcess[s
     return subprocess.CompletedProcess(["chainlang", "run"], 0, text, "")
 
 
+_BRANCH_LINE = re.compile(r"^\S (\S+?)\[\d+\]")  # a progress line of one branch of a foreach: `✓ 2[1] jokes.write`
+
+
+def _branches_sorted(text: str) -> str:
+    """The progress lines of a foreach's branches, sorted within each run of them: the
+    branches run concurrently, so they finish (and are printed) in any order."""
+    lines, out = text.split("\n"), []
+    i = 0
+    while i < len(lines):
+        match = _BRANCH_LINE.match(lines[i])
+        j = i + 1
+        if match:
+            while j < len(lines) and (m := _BRANCH_LINE.match(lines[j])) and m.group(1) == match.group(1):
+                j += 1
+        out.extend(sorted(lines[i:j]))
+        i = j
+    return "\n".join(out)
+
+
 def comparable(text: str) -> str:
     """`text` without what changes from run to run: durations, wall-clock stamps, run ids (and the
-    question ids made from them), seals."""
+    question ids made from them), seals, the order in which a foreach's branches end."""
     text = _QUESTION.sub("QUESTION", text)
-    return _MAC.sub("MAC", _RUN_ID.sub("RUN_ID", _STAMP.sub("TS", _DURATION.sub("N", text))))
+    text = _MAC.sub("MAC", _RUN_ID.sub("RUN_ID", _STAMP.sub("TS", _DURATION.sub("N", text))))
+    return _branches_sorted(text)
 
 
 CliRuns = dict[str, Future[subprocess.CompletedProcess[str]]]

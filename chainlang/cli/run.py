@@ -251,14 +251,21 @@ def waiting_text(error: dict[str, Any], transcript: Path | None) -> str:
             f"continue it here with: chainlang resume {shown}")
 
 
+IN_PROCESS = False  # set by a host that runs commands inside itself (chaintest): never exit under it
+
+
 def _leave(code: int) -> int:
     """The exit code, once the run is over (its transcript closed, everything said). When
     a tool left something running that could keep the process alive or run tool code at
     exit (an abandoned call, a task that ignored its cancellation, a thread that is not a
-    daemon), the process exits now, with `os._exit`, after flushing stdout and stderr."""
+    daemon), the process exits now, with `os._exit`, after flushing stdout and stderr;
+    except in a host that runs the command in its own process (`IN_PROCESS`), where an
+    executor thread still winding down must not end the host."""
     from chainlang.runtime.calls import left_behind
 
     me = threading.current_thread()
+    if IN_PROCESS:
+        return code
     if left_behind() or any(t is not me and not t.daemon and t.is_alive() for t in threading.enumerate()):
         for stream in (sys.stdout, sys.stderr):
             try:

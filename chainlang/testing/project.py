@@ -150,11 +150,15 @@ class ChainProject:
         _check_command(line, ValueError)
         for arg in argv[1:]:
             self._confined(arg)
-        here = os.getcwd()
+        from chainlang.cli import run as cli_run
+
+        here, stay = os.getcwd(), cli_run.IN_PROCESS
         os.chdir(self.root)
+        cli_run.IN_PROCESS = True  # the command runs inside the test: it must not exit the test's process
         try:
             outcome = CliRunner().invoke(main, argv, catch_exceptions=True)
         finally:
+            cli_run.IN_PROCESS = stay
             os.chdir(here)
         if outcome.exception is not None and not isinstance(outcome.exception, SystemExit):
             raise outcome.exception
