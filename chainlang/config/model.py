@@ -112,6 +112,10 @@ class ModelTierConfig(BaseModel):
         description="name of the environment variable that holds the API key")
     timeout: str = Field(default="60s", description="how long one request may take, retries included: a duration")
     max_tokens: int = Field(default=1024, ge=1, le=1_000_000, description="the longest answer asked for, in tokens")
+    context: int | None = Field(
+        default=None, ge=16, le=10_000_000,
+        description="the endpoint's context window in tokens: a request whose prompt (estimated) and max_tokens "
+                    "would not fit is refused before it is sent")
     structured: Literal["json_schema", "json_object", "none"] = Field(
         default="json_schema",
         description="how JSON answers are asked for: json_schema (the answer's schema as response_format), "
@@ -125,6 +129,9 @@ class ModelTierConfig(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> "ModelTierConfig":
+        if self.context is not None and self.max_tokens >= self.context:
+            raise ValueError(f"max_tokens = {self.max_tokens} leaves no room for the prompt in context = "
+                             f"{self.context}: lower max_tokens (an answer is rarely over 1024 tokens)")
         if self.provider == "scripted":
             if not self.rules:
                 raise ValueError('a scripted tier needs rules = "FILE" (its answers)')

@@ -198,7 +198,9 @@ class ModelCall:
     """One exchange with a model tier (§13), recorded before its answer is used and given back
     to the step on resume instead of asking again. `request` is what was sent (secrets
     masked, long texts cut); `answer` the model's text (masked), None when the call failed
-    (`error`); `usage` the tokens it took (`prompt_tokens`, `completion_tokens`)."""
+    (`error`); `usage` the tokens it took (`prompt_tokens`, `completion_tokens`);
+    `finish_reason` why the answer ended, as the endpoint said ("stop"; "length": cut at a
+    length limit), left out when it did not say."""
 
     TYPE: ClassVar[str] = "model_call"
     step: str
@@ -210,6 +212,7 @@ class ModelCall:
     usage: dict[str, Any]
     duration_ms: float
     error: dict[str, Any] | None = None
+    finish_reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -284,7 +287,8 @@ _members(RunFinished, ("status", _STR, True, False), ("outputs", _OBJ, True, Fal
 _members(Clock, ("value", _STR, True, False), ("step", _STR, False, False))
 _members(ModelCall, ("step", _STR, True, False), ("tier", _STR, True, False), ("model", _STR, True, False),
          ("task", _STR, True, False), ("request", _OBJ, True, False), ("answer", _STR, True, True),
-         ("usage", _OBJ, True, False), ("duration_ms", _NUM, True, False), ("error", _OBJ, False, False))
+         ("usage", _OBJ, True, False), ("duration_ms", _NUM, True, False), ("error", _OBJ, False, False),
+         ("finish_reason", _STR, False, False))
 
 _members(WaitStarted, ("step", _STR, True, False), ("event", _STR, True, False), ("where", _STR, True, True),
          ("values", _OBJ, True, False), ("deadline", _STR, True, True), ("question", _OBJ, False, False))

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
+    "Completion",
+    "ModelAnswerCut",
     "ModelAnswerTooLarge",
     "ModelBadAnswer",
     "ModelClient",
@@ -78,6 +80,7 @@ class ModelError(Exception):
         super().__init__(message)
         self.message = message
         self.url = url
+        self.schema_notes: tuple[str, ...] = ()  # what was simplified in the schema sent (tiers.OpenAIProvider)
 
     def __str__(self) -> str:
         return self.message
@@ -115,6 +118,22 @@ class ModelAnswerTooLarge(ModelError):
 
 class ModelBadAnswer(ModelError):
     """The endpoint answered, but not with what the protocol says (not JSON, no message...)."""
+
+
+class ModelAnswerCut(ModelBadAnswer):
+    """The answer stopped at a length limit (`finish_reason: length`): `chat` only, whose
+    callers need a whole answer (`complete` returns the cut answer with its reason)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """An answer of /chat/completions: the text, the tokens the endpoint says it took
+    (`prompt_tokens`, `completion_tokens`; empty when it does not say) and why it stopped
+    (`finish_reason`: "stop", "length" when a length limit cut it...; None when not said)."""
+
+    content: str
+    usage: dict[str, int]
+    finish_reason: str | None = None
 
 
 class _Retry(Exception):
@@ -210,24 +229,36 @@ class ModelClient:
 
     async def chat(self, body: dict[str, Any]) -> str:
         """POST `body` to `{base_url}/chat/completions`; the answer's `choices[0].message.content`.
-        Raises a `ModelError` (ModelBadAnswer for a refusal or an empty answer)."""
-        content, _usage = await self.complete(body)
-        return content
+        Raises a `ModelError` (ModelBadAnswer for a refusal or an empty answer, ModelAnswerCut
+        for an answer cut at a length limit)."""
+        done = await self.complete(body)
+        if done.finish_reason == "length":
+            limit = f"max_tokens = {body['max_tokens']} or " if isinstance(body.get("max_tokens"), int) else ""
+            raise ModelAnswerCut(f"{self.label}'s answer was cut by {limit}the endpoint's length limit "
+                                 "(finish_reason: length)", self.url("chat/completions"))
+        return done.content
 
-    async def complete(self, body: dict[str, Any]) -> tuple[str, dict[str, int]]:
-        """`chat`, with the tokens the endpoint says the exchange took (`prompt_tokens`,
-        `completion_tokens`; empty when it does not say)."""
+    async def complete(self, body: dict[str, Any]) -> Completion:
+        """`chat`, with the tokens the endpoint says the exchange took and why the answer
+        ended. An answer cut at a length limit is returned as it is, even empty: whether a
+        cut answer is usable is the caller's to say."""
         payload = await self.post_json("chat/completions", body)
         url = self.url("chat/completions")
         try:
-            message = payload["choices"][0]["message"]
+            choice = payload["choices"][0]
+            message = choice["message"]
         except (KeyError, IndexError, TypeError):
             raise ModelBadAnswer(f"{self.label} endpoint's answer has no choices[0].message (is base_url an "
                                  "OpenAI-compatible /v1 URL?)", url) from None
         if not isinstance(message, dict):
             raise ModelBadAnswer(f"{self.label} endpoint's answer has no choices[0].message", url)
+        reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+        # a short name of the protocol's ("stop", "length", "content_filter"...), else not said
+        finish_reason = reason if isinstance(reason, str) and re.fullmatch(r"[A-Za-z_]{1,40}", reason) else None
         content = message.get("content")
-        if not isinstance(content, str) or not content.strip():
+        if finish_reason == "length" and (content is None or isinstance(content, str)):
+            content = content or ""  # cut before it wrote anything: the cut is what the caller reports
+        elif not isinstance(content, str) or not content.strip():
             refusal = message.get("refusal")
             if isinstance(refusal, str) and refusal.strip():
                 raise ModelBadAnswer(self.redact(f"{self.label} refused: {_short(refusal, 120)}"), url)
@@ -239,7 +270,7 @@ class ModelClient:
                 value = reported.get(name)
                 if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 40:
                     usage[name] = value
-        return content, usage
+        return Completion(content, usage, finish_reason)
 
     async def post_json(self, path: str, body: Any) -> Any:
         """POST `body` as JSON to `path` under the base URL and return the JSON answer.

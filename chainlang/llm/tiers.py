@@ -10,6 +10,8 @@ all the endpoints share one pool of connections (`HttpPool`).
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,7 +22,8 @@ if TYPE_CHECKING:
     from chainlang.config.model import DecideConfig, ModelTierConfig
     from chainlang.config.project import ProjectConfig
 
-__all__ = ["BORROW", "TIERS", "ModelAnswer", "ModelRequest", "ModelTiers", "NoModel", "Tier", "estimate_tokens"]
+__all__ = ["BORROW", "TIERS", "ModelAnswer", "ModelRequest", "ModelTiers", "NoModel", "Tier", "estimate_prompt_tokens",
+           "estimate_tokens"]
 
 TIERS = ("heavy", "fast", "light")
 # a tier that is not configured uses the first configured one of these
@@ -43,6 +46,9 @@ class ModelRequest:
     messages: list[dict[str, str]]
     schema: dict[str, Any] | None = None
     schema_name: str = "answer"
+    # what the user said last, when the request is about a conversation (the thread's latest
+    # user.input): the scripted provider's `last:` rules read it (the prompt holds the history)
+    last_input: str | None = None
 
     def text(self) -> str:
         return "\n".join(m.get("content", "") for m in self.messages)
@@ -50,8 +56,14 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class ModelAnswer:
+    """A tier's answer: its text, the tokens it took, why it ended (`finish_reason`, as the
+    endpoint says: "length" when a length limit cut it; None when not said) and what was
+    simplified in the schema sent for the endpoint to take it (`schema_notes`)."""
+
     text: str
     usage: dict[str, int] = field(default_factory=dict)
+    finish_reason: str | None = None
+    schema_notes: tuple[str, ...] = ()
 
 
 class Provider(Protocol):
@@ -69,12 +81,44 @@ class Tier:
     model: str
     max_tokens: int
     timeout: float
+    context: int | None = None  # the endpoint's context window in tokens ([models.*] context), when known
 
 
 def estimate_tokens(text: str) -> int:
     """Tokens of `text`, roughly (4 characters a token): what a call reserves of a budget
     before the endpoint says what it used, and the usage of a provider that does not say."""
     return max(1, (len(text) + 3) // 4)
+
+
+# the pieces of text a BPE tokenizer mostly keeps whole: a run of letters, a digit, a run of
+# punctuation, whitespace (one space goes with the word after it)
+_PIECE = re.compile(r"[A-Za-z]+|[0-9]|\s+|[^A-Za-z0-9\s]+")
+_PER_MESSAGE = 4  # a chat template's tokens around a message (role, start and end markers)
+
+
+def estimate_prompt_tokens(request: ModelRequest) -> int:
+    """The tokens of `request`'s prompt, roughly, for the check against a tier's context:
+    a run of letters is a token per 8 letters, a digit a token, a run of punctuation a token
+    per 2 characters, whitespace other than one space a token, plus a chat template's
+    markers. Against SmolLM2's tokenizer (BPE, 49k tokens) through llama.cpp: whole
+    agent.chain and decide requests 0.99-1.02 of the server's count, JSON data 0.93, text
+    alone (prompts, reference docs, JSON schemas) 0.89-1.11; 4 characters a token gave
+    0.52-1.18 (JSON with digits is 2 characters a token)."""
+    total = 3  # the assistant's header the template adds after the last message
+    for message in request.messages:
+        total += _PER_MESSAGE
+        for piece in _PIECE.finditer(message.get("content", "")):
+            text = piece.group()
+            first = text[0]
+            if first.isspace():
+                total += 0 if text == " " else 1
+            elif "a" <= first.lower() <= "z":
+                total += math.ceil(len(text) / 8)
+            elif first.isdigit():
+                total += 1
+            else:
+                total += math.ceil(len(text) / 2)
+    return total
 
 
 class OpenAIProvider:
@@ -87,15 +131,27 @@ class OpenAIProvider:
         self.structured = structured
 
     async def complete(self, tier: Tier, request: ModelRequest) -> ModelAnswer:
+        from chainlang.llm.client import ModelError
+        from chainlang.llm.schema_fit import simplify
+
         body: dict[str, Any] = {"model": self.model, "messages": request.messages, "temperature": 0,
                                 "max_tokens": tier.max_tokens}
+        notes: tuple[str, ...] = ()
         if request.schema is not None and self.structured == "json_schema":
+            # what grammar converters refuse is simplified (and said); the answer is still
+            # validated against the whole schema
+            schema, simplified = simplify(request.schema)
+            notes = tuple(simplified)
             body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": request.schema_name, "schema": request.schema}}
+                                       "json_schema": {"name": request.schema_name, "schema": schema}}
         elif request.schema is not None and self.structured == "json_object":
             body["response_format"] = {"type": "json_object"}
-        text, usage = await self.client.complete(body)
-        return ModelAnswer(text, usage)
+        try:
+            done = await self.client.complete(body)
+        except ModelError as exc:
+            exc.schema_notes = notes  # the failure's record says what was sent, too
+            raise
+        return ModelAnswer(done.content, done.usage, done.finish_reason, notes)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -179,11 +235,11 @@ def _tier(name: str, table: "ModelTierConfig", root: Path, pool: HttpPool, label
 
         assert table.rules is not None
         provider: Provider = ScriptedProvider.load(root / table.rules, shown=table.rules)
-        return Tier(name, provider, f"scripted:{table.rules}", table.max_tokens, timeout)
+        return Tier(name, provider, f"scripted:{table.rules}", table.max_tokens, timeout, table.context)
     try:
         client = ModelClient(str(table.base_url), table.api_key_env, timeouts=Timeouts(total=timeout),
                              label=label, pool=pool)
     except ModelConfigError as exc:
         raise ConfigError(f"[models.{name}] in chainlang.toml: {exc}") from None
     return Tier(name, OpenAIProvider(client, str(table.model), table.structured), str(table.model),
-                table.max_tokens, timeout)
+                table.max_tokens, timeout, table.context)

@@ -4,12 +4,18 @@
 step asks through `StepModels` (its `ctx.models`), which knows the step's path:
 
 1. on resume, an answer recorded for this step (in order) is given back: nothing is asked;
-2. otherwise the call reserves its share of the budgets first (`Budget.reserve`: one call,
+2. a request that would not fit the tier's `context` (its prompt, estimated, and its
+   `max_tokens`) is refused (`ModelRequestTooLarge`): nothing is sent, recorded or charged;
+3. otherwise the call reserves its share of the budgets first (`Budget.reserve`: one call,
    and the prompt's tokens plus the tier's `max_tokens`); over a budget, the run stops
    (`LimitExceeded`, exit 3, naming it) and nothing is sent;
-3. the answer (or the failure) is recorded as a `model_call` before it is used, secrets
+4. the answer (or the failure) is recorded as a `model_call` before it is used, secrets
    masked, and what the call used (the endpoint's count, else an estimate) replaces the
-   reservation.
+   reservation;
+5. an answer cut at a length limit (`finish_reason: length`) is the step's error
+   (`ModelAnswerCut`), saying which limit and how to raise it, not an answer to parse: on
+   resume, the recorded cut answer fails the same way. (A cut answer whose JSON is
+   complete, a model padding it with whitespace, is used.)
 """
 
 from __future__ import annotations
@@ -19,14 +25,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chainlang.llm.tiers import ModelAnswer, ModelRequest, ModelTiers, NoModel, estimate_tokens
+from chainlang.llm.tiers import ModelAnswer, ModelRequest, ModelTiers, NoModel, Tier, estimate_prompt_tokens, estimate_tokens
 from chainlang.runtime.outcomes import LimitExceeded, perf
 from chainlang.status import MODEL
 
 if TYPE_CHECKING:
     from chainlang.runtime.state import RunState
 
-__all__ = ["Budget", "ModelNotUsable", "ModelService", "ModelUnavailable", "StepModels", "run_models"]
+__all__ = ["Budget", "ModelAnswerCut", "ModelNotUsable", "ModelRequestTooLarge", "ModelService", "ModelUnavailable",
+           "StepModels", "run_models"]
 
 MAX_RECORDED_CHARS = 16_000  # of one message in a model_call record
 
@@ -38,6 +45,14 @@ class ModelUnavailable(ValueError):
 class ModelNotUsable(ModelUnavailable):
     """The tier cannot be used as configured (its API key variable is not set): nothing was
     sent, and a decider must not fall back as if the model had not known the answer."""
+
+
+class ModelRequestTooLarge(ModelUnavailable):
+    """The request would not fit the tier's context: refused before it was sent."""
+
+
+class ModelAnswerCut(ModelUnavailable):
+    """The answer was cut at a length limit (`finish_reason: length`): the step's error."""
 
 
 class Budget:
@@ -97,12 +112,17 @@ class ModelService:
         if recorded:
             call = recorded.pop(0)
             if call.task == request.task:
-                return ModelAnswer(call.answer or "", {k: v for k, v in call.usage.items() if isinstance(v, int)})
+                usage = {k: v for k, v in call.usage.items() if isinstance(v, int)}
+                answer = ModelAnswer(call.answer or "", usage, call.finish_reason)
+                self._check_whole(event, call.tier, request, answer)
+                return answer
             recorded.clear()  # not the question this step asks now: its recorded answers are not its own
         try:
             tier = self.tiers.resolve(tier_name)
         except NoModel as exc:
             raise ModelUnavailable(f"{event}: {exc}") from None
+        if tier.context is not None:
+            _check_fits(event, request, tier)
         prompt = estimate_tokens(request.text())
         held = prompt + tier.max_tokens
         self.budget.reserve(held, f"step {step} ({event}, {tier.name} tier)")
@@ -115,6 +135,8 @@ class ModelService:
             raise ModelNotUsable(f"{event}: {exc.message}") from None
         except ModelError as exc:
             self.budget.settle(held, prompt)
+            if exc.schema_notes:
+                sent["schema_simplified"] = list(exc.schema_notes)
             self.run.record(ModelCall(step, tier.name, tier.model, request.task, sent, None,
                                       {"prompt_tokens": prompt}, _ms(start),
                                       {"type": MODEL, "message": exc.message[:1000]}))
@@ -126,9 +148,67 @@ class ModelService:
         usage = {"prompt_tokens": answer.usage.get("prompt_tokens", prompt),
                  "completion_tokens": answer.usage.get("completion_tokens", estimate_tokens(text))}
         self.budget.settle(held, usage["prompt_tokens"] + usage["completion_tokens"])
+        if answer.schema_notes:
+            sent["schema_simplified"] = list(answer.schema_notes)
         # recorded before it is used: a resume gives this answer back instead of asking again
-        self.run.record(ModelCall(step, tier.name, tier.model, request.task, sent, text, usage, _ms(start)))
-        return ModelAnswer(text, usage)
+        self.run.record(ModelCall(step, tier.name, tier.model, request.task, sent, text, usage, _ms(start),
+                                  finish_reason=answer.finish_reason))
+        done = ModelAnswer(text, usage, answer.finish_reason)
+        self._check_whole(event, tier.name, request, done)
+        return done
+
+    def _check_whole(self, event: str, tier_name: str, request: ModelRequest, answer: ModelAnswer) -> None:
+        """ModelAnswerCut for an answer cut at a length limit, unless its JSON is whole."""
+        if answer.finish_reason != "length" or (request.schema is not None and _whole_json(answer.text)):
+            return
+        tier = self.tiers.tiers.get(tier_name)
+        raise ModelAnswerCut(f"{event}: {_cut_message(tier_name, tier, answer)}")
+
+
+def _check_fits(event: str, request: ModelRequest, tier: Tier) -> None:
+    """ModelRequestTooLarge when the prompt (estimated) and max_tokens exceed the tier's context."""
+    assert tier.context is not None
+    prompt = estimate_prompt_tokens(request)
+    if prompt + tier.max_tokens <= tier.context:
+        return
+    room = tier.context - prompt
+    how = (f"lower max_tokens to {room:,} or less, or shorten the prompt" if room >= 64 else
+           "shorten the prompt (fewer events allowed, less data, a shorter thread) or use a model with a larger context")
+    raise ModelRequestTooLarge(
+        f"{event}: the {request.task} request is about {prompt:,} tokens and max_tokens is {tier.max_tokens:,}: "
+        f"more than [models.{tier.name}] context = {tier.context:,}; it was not sent; {how}, or raise context "
+        "if the endpoint's is larger")
+
+
+def _cut_message(tier_name: str, tier: Tier | None, answer: ModelAnswer) -> str:
+    """Which limit cut an answer, and what to change. The context was the limit when the
+    prompt and max_tokens did not fit it, or when the answer stopped short of max_tokens."""
+    who = f"the {tier_name} model's answer"
+    where = f"[models.{tier_name}]"
+    prompt, written = answer.usage.get("prompt_tokens"), answer.usage.get("completion_tokens")
+    max_tokens = tier.max_tokens if tier is not None else None
+    context = tier.context if tier is not None else None
+    if max_tokens is not None and prompt is not None and context is not None and prompt + max_tokens > context:
+        return (f"{who} was cut by the context: the prompt took {prompt:,} tokens and max_tokens = {max_tokens:,} do "
+                f"not fit {where} context = {context:,} (finish_reason: length); shorten the prompt or lower max_tokens")
+    if max_tokens is not None and written is not None and written < max_tokens:
+        took = f" (the prompt took {prompt:,} tokens)" if prompt is not None else ""
+        return (f"{who} was cut after {written:,} tokens, before max_tokens = {max_tokens:,}: the endpoint's context "
+                f"was the limit{took} (finish_reason: length); shorten the prompt, or set {where} context to the "
+                "endpoint's so such a request is refused before it is sent")
+    at = f" at max_tokens = {max_tokens:,}" if max_tokens is not None else ""
+    return (f"{who} was cut{at} (finish_reason: length); raise max_tokens in {where} or shorten the prompt")
+
+
+def _whole_json(text: str) -> bool:
+    """Whether `text` is JSON whole (one ``` fence allowed), however it is padded."""
+    from chainlang.llm.answers import parse_answer
+
+    try:
+        parse_answer(text, {}, "")
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -224,11 +224,13 @@ class ModelAnswered:
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     config_error: str | None = None
+    finish_reason: str | None = None  # why the answer ended, as the endpoint said ("length": cut)
+    schema_notes: list[str] = field(default_factory=list)  # what was simplified in the schema sent
 
     @classmethod
     def legacy(cls, out: dict[str, Any]) -> "ModelAnswered":
         return cls(out.get("text") or "", {k: int(v) for k, v in (out.get("usage") or {}).items()}, out.get("error"),
-                   out.get("config_error"))
+                   out.get("config_error"), out.get("finish_reason"), list(out.get("schema_notes") or []))
 
 
 @dataclass

@@ -49,8 +49,11 @@ class ActivityProvider:
         if out.config_error:
             raise ModelConfigError(out.config_error)
         if out.error:
-            raise ModelError(out.error)
-        return ModelAnswer(out.text, {k: int(v) for k, v in out.usage.items()})
+            error = ModelError(out.error)
+            error.schema_notes = tuple(out.schema_notes)
+            raise error
+        return ModelAnswer(out.text, {k: int(v) for k, v in out.usage.items()}, out.finish_reason,
+                           tuple(out.schema_notes))
 
     async def aclose(self) -> None:
         return None
@@ -83,9 +86,12 @@ async def ask_model(asked: ModelAsked | str) -> ModelAnswered:
                                                                  from_json(asked.schema_json), asked.schema_name))
     except ModelConfigError as exc:
         return ModelAnswered(config_error=exc.message)
-    except (ModelError, NoModel) as exc:
+    except ModelError as exc:
+        return ModelAnswered(error=str(exc), schema_notes=list(exc.schema_notes))
+    except NoModel as exc:
         return ModelAnswered(error=str(exc))
-    return ModelAnswered(answer.text, dict(answer.usage))
+    return ModelAnswered(answer.text, dict(answer.usage), finish_reason=answer.finish_reason,
+                         schema_notes=list(answer.schema_notes))
 
 
 class ActivityRun:
