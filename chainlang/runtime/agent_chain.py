@@ -4,8 +4,11 @@ The most dangerous input the system has is a chain a small model wrote; it gets 
 power than a chain the user wrote, and less:
 
 1. The model is asked (fast tier) with the plan as delimited data and the events it may use
-   (those the allow lists in force let through, with their params schemas). It answers
-   `{"chain": [STEP, ...]}` — steps only: no hooks, limits, inputs or allow list of its own.
+   (those the allow lists in force let through, the most relevant to the plan first, as compact
+   signatures). It answers `{"chain": [STEP, ...]}` — steps only: no hooks, limits, inputs or
+   allow list of its own — and the request's schema (`chainlang.llm.constrain`) lets an
+   endpoint that enforces it write only steps `{"event": NAME, "params": {...}}` of those
+   events, or parallel groups of them, at most one more than the plan has steps.
 2. chainlang builds the chain document itself around those steps, with an `allow` list of
    exactly the events the caller may call, and checks it with the same loader and checker
    as a chain file of the project. Its errors go back to the model for at most
@@ -14,6 +17,9 @@ power than a chain the user wrote, and less:
 3. A valid chain runs as a sub-chain (depth + 1) under the caller's allow lists, hooks and
    the run's budgets; its steps are recorded under the step's path (`4/1`, `4/2`...), so a
    resume replays the recorded answers and the steps that finished.
+4. The closing `agent.think` (seed 001: "always appends agent.think at chain end"): when the
+   plan asks for an answer, chainlang adds it itself (`closes_with_think`), so the chain's last
+   result is the reply.
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ if TYPE_CHECKING:
     from chainlang.runtime.events import EventRuntime
     from chainlang.runtime.walk import ChainRun
 
-__all__ = ["ANSWER_SCHEMA", "MAX_STEPS", "run_agent_chain"]
+__all__ = ["ANSWER_SCHEMA", "CLOSING_THINK", "MAX_STEPS", "allowed_events", "chain_request", "closes_with_think",
+           "run_agent_chain"]
 
 MAX_STEPS = 100  # top-level steps of a model-written chain
+# what an answer is read as: any step form of the language (the schema the request sends is
+# narrower, `chain_request`; the checker says what is wrong with a step, better than a schema)
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"chain": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS,
@@ -38,11 +47,13 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "required": ["chain"],
     "additionalProperties": False,
 }
+CLOSING_THINK: dict[str, Any] = {"agent.think": {"thread_id": "{run.thread}"}}
 
 
 async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[str, Any], ipath: str,
                           attempt: int = 1) -> Any:
-    from chainlang.llm.prompting import PromptError, messages, render
+    from chainlang.llm.constrain import from_answer
+    from chainlang.llm.prompting import PromptError, render
     from chainlang.llm.tiers import ModelRequest
     from chainlang.runtime.models import ModelUnavailable
     from chainlang.runtime.walk import ChainRun
@@ -56,25 +67,27 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
         raise ChainFailed(error_of("chain", "agent.chain needs a run of a project: chainlang run or chainlang emit"))
     plan = str(params.get("plan", ""))
     max_repairs = int(params.get("max_repairs", 2))
-    allowed = _allowed(run.registry, caller.allow)
-    events = [{"name": s.name, "description": " ".join((s.description or "").split())[:300], "params": s.params_schema}
-              for s in sorted(run.registry.specs(), key=lambda s: s.name) if s.name in allowed]
+    allowed = allowed_events(run.registry, caller.allow)
     models = run.models.for_step(ipath, "agent.chain")
     try:
-        conversation = messages("chain", {"events": events, "plan": plan}, run.project)
+        conversation, schema = chain_request(run.registry, allowed, plan, run.project)
     except PromptError as exc:
         raise ChainFailed(error_of("chain", str(exc))) from None
+    closing = closes_with_think(plan, allowed, run.facts.get("thread"), caller.graph)
     name = str((run.project or run.state_dir) / f"agent-chain-{ipath.replace('/', '_')}.chain.yaml")
     repairs = 0
     while True:
         task = "chain" if repairs == 0 else "repair"
         try:
-            answer = await models.ask("fast", ModelRequest(task, list(conversation), ANSWER_SCHEMA, "chain"))
+            answer = await models.ask("fast", ModelRequest(task, list(conversation), schema, "chain"))
         except ModelUnavailable as exc:
             raise ChainFailed(error_of("model", str(exc))) from None
         steps: list[Any] = []
+        appended = False
         try:
-            steps = parse_answer(answer.text, ANSWER_SCHEMA, models.who("fast"))["chain"]
+            steps = from_answer(parse_answer(answer.text, ANSWER_SCHEMA, models.who("fast"))["chain"])
+            if closing and not _ends_with_think(steps):
+                steps, appended = [*steps, CLOSING_THINK], True
             problems = _parallel_problems(steps, caller.default_parallel)
             graph, text = None, _document(steps, allowed)
             if not problems:
@@ -115,10 +128,59 @@ async def run_agent_chain(caller: "ChainRun", rt: "EventRuntime", params: dict[s
         where = f" at step {error.get('step')}" if error and error.get("step") else ""
         raise ChainFailed(error_of("chain", f"the chain agent.chain wrote failed{where}: "
                                             f"{(error or {}).get('message', '')}"))
-    return {"chain": steps, "result": last, "repairs": repairs}
+    return {"chain": steps, "result": last, "repairs": repairs, "appended": appended}
 
 
-def _allowed(registry: Any, lists: tuple[tuple[str, ...], ...]) -> list[str]:
+def chain_request(registry: Any, allowed: list[str], plan: str,
+                  project: Any = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """agent.chain's first request: its messages (the plan as data; the allowed events most
+    relevant to it, at most `MAX_LISTED`, as signatures) and the schema its answer must match."""
+    from chainlang.llm.constrain import chain_answer_schema, plan_length, rank_events, short_description, signature
+    from chainlang.llm.prompting import messages
+
+    specs = {spec.name: spec for spec in registry.specs() if spec.name in set(allowed)}
+    listed = [specs[name] for name in rank_events([(n, s.description or "") for n, s in sorted(specs.items())],
+                                                  plan)]
+    events = [{"name": spec.name, "signature": signature(spec.name, spec.params_schema),
+               "description": short_description(spec.description)} for spec in listed]
+    schema = chain_answer_schema([(spec.name, spec.params_schema) for spec in listed],
+                                 min(MAX_STEPS, plan_length(plan) + 1))
+    return messages("chain", {"events": events, "plan": plan}, project), schema
+
+
+def closes_with_think(plan: str, allowed: list[str], thread: Any, graph: Any) -> bool:
+    """Whether agent.chain adds the closing `agent.think {thread_id: "{run.thread}"}` to the
+    chain the model wrote (when it does not end with agent.think already): the run is attached
+    to a thread (the answer goes there), the caller may call agent.think, the plan asks for an
+    answer (`asks_for_answer`), and the calling chain does not think itself after its
+    agent.chain step (a turn written as think, chain, think closes itself: it would think twice)."""
+    from chainlang.llm.constrain import asks_for_answer
+
+    return (bool(thread) and "agent.think" in allowed and asks_for_answer(plan)
+            and not _thinks_after_chain(graph.nodes))
+
+
+def _thinks_after_chain(nodes: Any) -> bool:
+    """Whether an agent.think step comes after an agent.chain step, in the order the steps are written."""
+    seen_chain = False
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        if node.event == "agent.chain":
+            seen_chain = True
+        elif node.event == "agent.think" and seen_chain:
+            return True
+        stack.extend(reversed([*getattr(node, "children", ()), *getattr(node, "else_", ())]))
+    return False
+
+
+def _ends_with_think(steps: list[Any]) -> bool:
+    last = steps[-1] if steps else None
+    return last == "agent.think" or isinstance(last, dict) and (
+        last.get("event") == "agent.think" or "agent.think" in last)
+
+
+def allowed_events(registry: Any, lists: tuple[tuple[str, ...], ...]) -> list[str]:
     """The events a chain of the caller may call: not external ones, and within every allow list."""
     return [spec.name for spec in registry.specs() if spec.kind != "external"
             and all(any(fnmatch.fnmatchcase(spec.name, p) for p in patterns) for patterns in lists)]
