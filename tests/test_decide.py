@@ -36,6 +36,7 @@ from chainlang.runtime.decide import (
     close_decider,
     decider_from_config,
     repair_params,
+    repair_schema,
     validate_params,
 )
 from chainlang.schemas.safe import validator_for
@@ -426,8 +427,8 @@ def test_model_request(endpoint: FakeEndpoint) -> None:
     assert body["model"] == "phi3"
     assert body["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "decision", "schema": DECISION_SCHEMA, "strict": True},
-    }
+        "json_schema": {"name": "decision", "schema": repair_schema(SCHEMA), "strict": True},
+    }  # a repair: the answer's params are typed by the step's params schema
     system, user = body["messages"]
     assert system["role"] == "system" and all(w in system["content"] for w in ('"continue"', '"skip"', '"break"'))
     assert user["role"] == "user"
@@ -719,7 +720,9 @@ def test_chain_embedded_decides_first(endpoint: FakeEndpoint) -> None:
 def test_chain_asks_the_model_when_embedded_cannot(endpoint: FakeEndpoint) -> None:
     endpoint.reply({"action": "continue", "params": {"days": 2, "title": "Budget"}})
     decision = ask(ChainedDecider(EmbeddedDecider(), model(endpoint), "fail"), NATURAL)
-    assert decision.source == "model" and decision.params == {"days": 2, "title": "Budget"}
+    # a condition on valid params: the model judges it, the params stay as given (§13)
+    assert decision.source == "model" and decision.params == {"days": 2}
+    assert "its params were ignored" in decision.reason
 
 
 def test_fallback_fail_says_how_to_configure_a_model() -> None:

@@ -153,8 +153,9 @@ def test_the_key_never_shows_when_it_fails_the_run(tmp_path: Path) -> None:
 
 
 def test_a_model_that_echoes_the_key_back(endpoint: FakeEndpoint, tmp_path: Path) -> None:  # noqa: F811
-    """The model answers with params that hold the key (the step runs with them, and its
-    result is an output), then with an error page that quotes it."""
+    """The model answers with a reason and params that hold the key (a condition on valid
+    params: the step keeps its own params, and the reason is recorded and shown), then with
+    an error page that quotes it."""
     chain = project(tmp_path, """\
         steps:
           - surface.echo: {value: hello}
@@ -166,20 +167,21 @@ def test_a_model_that_echoes_the_key_back(endpoint: FakeEndpoint, tmp_path: Path
           echoed: "{surface.echo[0].result}"
         """, base_url=endpoint.url)
     for i, mode in enumerate([("--json", "--progress", "plain"), ("--progress", "quiet")]):
-        endpoint.reply({"action": "continue", "params": {"value": f"urgent: {KEY}"}})
+        endpoint.reply({"action": "continue", "reason": f"urgent: {KEY}", "params": {"value": f"urgent: {KEY}"}})
         endpoint.replies.append(Reply(status=401, body=f'{{"error": "bad key Bearer {KEY}"}}'))
         path = tmp_path / f"m{i}.jsonl"
         proc = cli("run", chain.name, "--tools", SURFACE_TOOLS, "--transcript", path.name, *mode, cwd=tmp_path)
         assert_no_key(proc, path)
         assert proc.returncode == 0, show(proc)
         if "--json" in mode:
-            assert json.loads(proc.stdout) == {"echoed": "urgent: ***"}, show(proc)
-            assert "decide" in proc.stderr, show(proc)
+            assert json.loads(proc.stdout) == {"echoed": "hello"}, show(proc)
+            assert "answered continue: urgent: ***" in proc.stderr, show(proc)
         else:
-            assert proc.stdout == 'echoed: "urgent: ***"\n', show(proc)
+            assert proc.stdout == 'echoed: "hello"\n', show(proc)
         records = transcript(path)
         decided = [r for r in records if r["type"] == "decide"]
-        assert decided[0]["params"] == {"value": "urgent: ***"}, decided
+        assert decided[0]["params"] == {"value": "hello"}, decided
+        assert decided[0]["reason"].startswith("the light model answered continue: urgent: ***;"), decided
     assert len(endpoint.requests) == 4  # the model was asked: the key was sent to it, and only there
     assert all(r["headers"].get("Authorization") == f"Bearer {KEY}" for r in endpoint.requests)
 

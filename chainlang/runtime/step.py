@@ -336,6 +336,7 @@ class StepPipeline:
     async def decide(self, node: "GraphNode", rt: EventRuntime, ipath: str, params: dict[str, Any],
                      problems: list[str], scope: Scope) -> "Decision":
         from chainlang.runtime.decide import DecideError, DecideRequest, Decision, DecisionNeeded
+        from chainlang.runtime.decide.keep import applied
 
         run = self.run
         name = rt.spec.name
@@ -373,7 +374,8 @@ class StepPipeline:
                 models=run.models.for_step(ipath + "#decide", name) if run.models is not None else None,
             )
             try:
-                decision = await run.decider.decide(request)
+                # a model's continue keeps valid params: a condition changes none, a repair only those in error
+                decision = applied(request, await run.decider.decide(request))
             except DecisionNeeded as exc:
                 run.record(Decide(ipath, name, asked, "fail", str(exc), "fallback"))
                 self.fail_early(node, scope, ipath, error_of(DECIDE, str(exc)), params)

@@ -3,45 +3,39 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from chainlang.llm.client import MAX_TIMEOUT, ModelClient, ModelConfigError, ModelError, Timeouts
-from chainlang.runtime.decide.decision import (
-    DECISION_SCHEMA,
-    DEFAULT_TIMEOUT,
-    Action,
-    DecideRequest,
-    DeciderConfigError,
-    Decision,
-    Undecided,
-    decision_problems,
-    one_line,
-    shorten,
-)
+from chainlang.runtime.decide.decision import DEFAULT_TIMEOUT, DecideRequest, DeciderConfigError, Decision, Undecided
+from chainlang.runtime.decide.keep import answer_schema, is_repair, model_decision
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from chainlang.llm.tiers import ModelTiers
 
-__all__ = ["SYSTEM_PROMPT", "ModelDecider", "TierDecider"]
+__all__ = ["CONDITION_PROMPT", "REPAIR_PROMPT", "ModelDecider", "TierDecider"]
 
-SYSTEM_PROMPT = """\
+CONDITION_PROMPT = """\
 You are the decide model of chainlang, a language whose chains run events one step at a time.
-A step needs a decision before its event runs: its params failed validation against the
-event's JSON Schema, or the step has a `decide` condition, or both.
+Judge a step's condition: its params are valid and are kept as they are. Answer only the
+action, as one JSON object:
+  {"action": "continue"}  the condition holds: the event runs with its params
+  {"action": "skip"}      it does not hold: the step is skipped, the chain goes on
+  {"action": "break"}     stop the chain here, cleanly
+You may add "reason": one short sentence. Answer with the JSON object only."""
 
-Answer with exactly one JSON object, one of:
-  {"action": "continue", "params": {...}}  run the event with these params: complete, valid
-                                           against the schema; keep the given values unless
-                                           they are wrong
+REPAIR_PROMPT = """\
+You are the decide model of chainlang, a language whose chains run events one step at a time.
+Repair a step's params: they failed validation against the event's JSON Schema. When the
+step has a condition, it must hold too. Answer with exactly one JSON object, one of:
+  {"action": "continue", "params": {...}}  run the event with these params, valid against the
+                                           schema; only the params in error are taken from
+                                           your answer, the others are kept as given
   {"action": "skip"}                       do not run this step; the chain goes on
   {"action": "break"}                      stop the chain here, cleanly
-
-With a condition: answer continue when it holds (with the params, completed if needed) and
-skip when it does not. When the params cannot be completed from what you are given, answer
-break rather than inventing values. Answer with the JSON object only."""
+When the params cannot be completed from what you are given, answer break rather than
+inventing values. Answer with the JSON object only."""
 
 _MAX_CONTEXT_CHARS = 24_000
 _LABEL = "the decide model"
@@ -50,9 +44,10 @@ _KEY_HINT = "set it, or remove api_key_env from [decide] in chainlang.toml if th
 
 class ModelDecider:
     """Asks an OpenAI-compatible chat endpoint: POST `{base_url}/chat/completions` with the
-    decision's JSON Schema as the required `response_format`. The answer is validated
-    against `DECISION_SCHEMA`; an HTTP error, a timeout, an answer that is too large, not
-    JSON or not a decision raise `Undecided` with a one-line reason.
+    answer's JSON Schema as the required `response_format` (`keep.answer_schema`: the action
+    alone for a condition on valid params, params typed by the event's schema for a repair).
+    The answer is validated (`keep.model_decision`); an HTTP error, a timeout, an answer
+    that is too large, not JSON or not a decision raise `Undecided` with a one-line reason.
 
     The exchange goes through a `chainlang.llm.ModelClient` (pooled connections, `timeout`
     as a deadline over the whole request, bounded answers, bounded retries): its own, made
@@ -114,12 +109,12 @@ class ModelDecider:
         return {
             "model": self.model,
             "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "system", "content": REPAIR_PROMPT if is_repair(request) else CONDITION_PROMPT},
                 {"role": "user", "content": _user_message(request)},
             ],
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": "decision", "schema": DECISION_SCHEMA, "strict": True},
+                "json_schema": {"name": "decision", "schema": answer_schema(request), "strict": True},
             },
             "temperature": 0,
         }
@@ -132,7 +127,7 @@ class ModelDecider:
         except ModelError as exc:
             raise Undecided(exc.message) from None
         try:
-            return self._decision(content)
+            return model_decision(request, content, f"the decide model {self.model}")
         except Undecided as exc:  # a server that echoes the key back
             raise Undecided(self.client.redact(exc.reason)) from None
 
@@ -140,27 +135,6 @@ class ModelDecider:
         """Close the connections of the decider's own client (a shared one stays open)."""
         if self._owns_client:
             await self.client.aclose()
-
-    def _decision(self, content: str) -> Decision:
-        text = _unfence(content)
-        try:
-            answer = json.loads(text)
-        except ValueError:
-            raise Undecided(f"the decide model's answer is not JSON: {shorten(one_line(content), 120)}") from None
-        problems = decision_problems(answer)
-        if problems:
-            raise Undecided(f"the decide model's answer is not a decision (continue with params, skip or break): "
-                            f"{shorten(one_line(json.dumps(answer, ensure_ascii=False)), 120)}")
-        action: Action = answer["action"]
-        return Decision(action, answer.get("params") if action == "continue" else None,
-                        f"the decide model {self.model} answered {action}", "model")
-
-
-def _unfence(content: str) -> str:
-    """The answer without one surrounding ``` fence (servers that ignore response_format)."""
-    text = content.strip()
-    match = re.fullmatch(r"```[A-Za-z]*\s*\n?(.*?)\n?```", text, re.DOTALL)
-    return match.group(1).strip() if match else text
 
 
 def _user_message(request: DecideRequest) -> str:
@@ -170,8 +144,18 @@ def _user_message(request: DecideRequest) -> str:
     context = dump(request.context)
     if len(context) > _MAX_CONTEXT_CHARS:
         context = context[:_MAX_CONTEXT_CHARS] + " …(truncated)"
-    errors = "\n".join(f"- {error}" for error in request.errors) if request.errors else "(none: the params are valid)"
+    if not is_repair(request):  # the schema and the errors are not the question: fewer tokens
+        return "\n".join([
+            "Task: judge the condition (the params are valid and are kept); answer only the action.",
+            f"Event: {request.event}",
+            f"Description: {request.description or '(none)'}",
+            f"Params: {dump(request.params)}",
+            f"Condition: {request.condition if request.condition is not None else '(none)'}",
+            f"Context: {context}",
+        ])
+    errors = "\n".join(f"- {error}" for error in request.errors)
     lines = [
+        "Task: repair the params (only the params in error are taken from your answer).",
         f"Event: {request.event}",
         f"Description: {request.description or '(none)'}",
         f"Params schema: {dump(request.params_schema)}",
@@ -187,7 +171,8 @@ class TierDecider:
     """The light tier as a decider (`[models.light]`, or `[decide]`, its older name): asked
     through the step's model service when the request carries one (budgeted, recorded as a
     `model_call`, replayed on resume), else straight through the tier. The prompt is the
-    project's `prompts/decide.*.j2` or chainlang's; the answer is validated as a decision."""
+    project's `prompts/decide.*.j2` or chainlang's (given `repair`: whether the params are
+    asked for); the answer is validated as a decision (`keep.model_decision`)."""
 
     def __init__(self, tiers: "ModelTiers", project: "Path | None" = None) -> None:
         self.tiers = tiers
@@ -206,7 +191,7 @@ class TierDecider:
             asked = ModelRequest("decide", messages("decide", {
                 "event": request.event, "description": request.description, "schema": request.params_schema,
                 "params": request.params, "errors": request.errors, "condition": request.condition,
-                "context": context}, self.project), DECISION_SCHEMA, "decision")
+                "context": context, "repair": is_repair(request)}, self.project), answer_schema(request), "decision")
         except PromptError as exc:
             raise DeciderConfigError(str(exc)) from None
         try:
@@ -223,22 +208,7 @@ class TierDecider:
             raise DeciderConfigError(f"{exc} ({_KEY_HINT})") from None
         except ModelError as exc:
             raise Undecided(exc.message) from None
-        return decision_of(answer.text, "the light model")
+        return model_decision(request, answer.text, "the light model")
 
     async def aclose(self) -> None:
         await self.tiers.aclose()
-
-
-def decision_of(content: str, who: str) -> Decision:
-    """A model's answer as a decision; Undecided when it is not JSON or not a decision."""
-    text = _unfence(content)
-    try:
-        answer = json.loads(text)
-    except ValueError:
-        raise Undecided(f"{who}'s answer is not JSON: {shorten(one_line(content), 120)}") from None
-    if decision_problems(answer):
-        raise Undecided(f"{who}'s answer is not a decision (continue with params, skip or break): "
-                        f"{shorten(one_line(json.dumps(answer, ensure_ascii=False)), 120)}")
-    action: Action = answer["action"]
-    return Decision(action, answer.get("params") if action == "continue" else None, f"{who} answered {action}",
-                    "model")
