@@ -89,7 +89,7 @@ def test_an_unrelated_first_message_starts_another_thread(project: Path) -> None
 
 def test_a_related_message_continues_the_current_thread_and_is_recorded(project: Path) -> None:
     launch = new_thread(project, "I need to plan the Q2 product launch")
-    add(project, launch, "agent.think", {"message": "Template: 1. Marketing kickoff (T-6 weeks), "
+    add(project, launch, "agent.reply", {"message": "Template: 1. Marketing kickoff (T-6 weeks), "
                                                     "2. Engineering freeze (T-4 weeks)"})
     message = "Set up meetings with marketing and engineering teams next week"
     assert matched(project, message, launch) == {"action": "continue", "thread_id": launch}
@@ -230,7 +230,7 @@ def test_summarize_stores_and_returns_an_extractive_summary(project: Path) -> No
 
 def test_summarize_masks_secrets(project: Path) -> None:
     first = new_thread(project, "Deploy the service.")
-    add(project, first, "agent.think", {"message": f"Use the password is hunter2secret. The deploy key {SECRET}."})
+    add(project, first, "agent.reply", {"message": f"Use the password is hunter2secret. The deploy key {SECRET}."})
     got = json.loads(step(project, "thread.summarize", {"thread_id": first}).stdout)["r"]
     assert "hunter2secret" not in got["summary"] and SECRET not in got["summary"]
     assert "***" in got["summary"]

@@ -13,8 +13,8 @@ import re
 from collections import Counter
 from typing import Iterable, Sequence
 
-__all__ = ["STOPWORDS", "bm25_scores", "entities", "keywords", "mentions", "name_phrases", "names", "summarize",
-           "tokens"]
+__all__ = ["STOPWORDS", "bm25_scores", "entities", "keywords", "mentions", "name_phrases", "names",
+           "sentence_key", "summarize", "tokens"]
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -161,13 +161,28 @@ def bm25_scores(query: str, documents: Sequence[str], k1: float = 1.5, b: float 
 
 def summarize(texts: Iterable[str], sentences: int = 3, limit: int = 600) -> str:
     """An extractive summary: the sentences that carry the most frequent keywords of all the
-    texts, in their original order, at most `sentences` of them and `limit` characters."""
-    parts = [s.strip() for text in texts for s in _SENTENCE.split(text) if s.strip()]
-    if not parts:
+    texts, in their original order, at most `sentences` of them and `limit` characters. A
+    sentence said again (the same after case, spacing and end punctuation are set aside: a
+    reply also written to the journal) is chosen once, where it first appears; its repeats
+    still count for the weight of its words."""
+    every = [s.strip() for text in texts for s in _SENTENCE.split(text) if s.strip()]
+    if not every:
         return ""
-    weight = Counter(w for part in parts for w in set(keywords(part, limit=50)))
+    weight = Counter(w for part in every for w in set(keywords(part, limit=50)))
+    firsts: dict[str, str] = {}
+    for part in every:
+        firsts.setdefault(sentence_key(part), part)
+    parts = list(firsts.values())
     ranked = sorted(range(len(parts)), key=lambda i: (-sum(weight[w] for w in set(keywords(parts[i], 50))), i))
     chosen = sorted(ranked[:sentences])
     summary = " ".join(parts[i] for i in chosen)
     return summary if len(summary) <= limit else summary[: limit - 1].rstrip() + "…"
 
+
+_EDGES = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)
+
+
+def sentence_key(sentence: str) -> str:
+    """What makes two sentences the same one: their words and inner punctuation, in any case
+    and spacing, without the punctuation at either end ("Same." and " same!" are one)."""
+    return _EDGES.sub("", " ".join(sentence.split()).casefold())
