@@ -34,6 +34,8 @@ from chainlang.model.nodes import (
 from chainlang.model.nodes import FailStep, SwitchStep, TryStep, WaitStep
 from chainlang.checks.flow_scope import LIVE_FIELDS, error_ref, index_flow, live_run_ref, walk_flow
 from chainlang.checks.loops import loop_ref, walk_repeat
+from chainlang.checks.model_ask import result_type as model_ask_result_type
+from chainlang.checks.thread_refs import not_as_indexes, thread_ref
 from chainlang.model.build_loops import LOOP, RepeatStep
 from chainlang.diagnostics.suggest import affordable, did_you_mean
 
@@ -311,6 +313,7 @@ class Analyser:
         self.analysis.sites.append(site)
         collect = self._collect
         secrets: list[RefInfo] = []
+        threads: list[Ref] = []  # thread[EXPR].KEY: EXPR is typed as an id (checks/thread_refs.py)
         for ref in iter_refs(site.expr):
             info = self.resolve(ref, site, doc, scope)
             self.analysis.refs.append(info)
@@ -323,9 +326,13 @@ class Analyser:
                 collect.keep.append(ref)
             if info.kind == "secret" and info.problem is None:
                 secrets.append(info)
+            elif info.kind == "thread":
+                threads.append(ref)
         if secrets:
             _secret_kept_whole(site.expr, secrets)
         site.type, site.issues = T.check_expression(site.expr, self.analysis.type_of)
+        if threads and site.issues:
+            site.issues = not_as_indexes(site.issues, threads)
         return site.type
 
     # -- resolution --
@@ -390,13 +397,8 @@ class Analyser:
                 return self.problem(ref, site, "run", rules.REF_UNKNOWN, "'run' has the fields " + ", ".join(RUN_FIELDS[:-1]) + " and " + RUN_FIELDS[-1],
                                     _suggest(getattr(bad, "name", ""), RUN_FIELDS), bad.start, bad.end)
             return RefInfo(site, ref, "run", T.STRING if len(segs) > 1 else T.ANY, binding=Binding("run", "", "", segs[1:]))
-        if root == "thread":
-            if len(segs) < 3 or isinstance(segs[1], Index):  # a stored thread's data (§13): thread.ID.KEY
-                return self.problem(ref, site, "thread", rules.REF_UNKNOWN,
-                                    "a thread reference names a thread and a key: thread.ID.KEY",
-                                    "KEY is summary, status, updated_at, an event (thread.ID.memory.search) or a "
-                                    "named value (a step id)", ref.start, ref.end)
-            return RefInfo(site, ref, "thread", T.ANY, binding=Binding("thread", "", "", segs[1:]))
+        if root == "thread":  # a stored thread's data (§13): thread.ID.KEY, thread[EXPR].KEY
+            return thread_ref(self, ref, site, doc, scope)
         if scope.payload is not None:
             if root == "event":
                 return RefInfo(site, ref, "event", T.ANY, binding=Binding("event", "", "", segs[1:]))
@@ -625,6 +627,8 @@ class Analyser:
         if not isinstance(target, EventStep) or not target.event:
             return T.ANY
         name = target.event
+        if name == "model.ask":  # typed by the step's own `schema` param
+            return model_ask_result_type(target)
         if name not in self._result_types:
             spec = self.ctx.registry.get(name)
             schema = getattr(spec, "result_schema", None) if spec else None

@@ -20,6 +20,7 @@ from chainlang.model.build_flow import FLOW_FORMS, FLOW_KEYS, build_flow, orphan
 from chainlang.model.build_loops import REPEAT_KEYS, build_repeat
 from chainlang.model.build_wait import WAIT_KEYS, build_wait
 from chainlang.model.build_triggers import build_triggers
+from chainlang.model.reply_outputs import reply_outputs
 from chainlang.model.nodes import (
     BlockStep,
     Chain,
@@ -779,6 +780,7 @@ def build_chain(root: AnyNode | None, source: SourceFile, sink: DiagnosticSink, 
         return chain
     if isinstance(root, SeqNode):
         chain.steps = builder.steps(root, "")
+        chain.outputs = reply_outputs(chain.steps)
         if not root.items:
             sink.add(rules.NOT_A_CHAIN, "the chain has no steps", root.span)
         return chain
@@ -812,6 +814,8 @@ def build_chain(root: AnyNode | None, source: SourceFile, sink: DiagnosticSink, 
     chain.steps = builder.steps(steps_node, "")
     chain.hooks = builder.hooks(root.get("hooks"))
     chain.outputs, _ = builder.mapping_of_values(root.get("outputs"), "'outputs'")
+    if root.key_node("outputs") is None:  # a chain that ends with its answer: outputs {reply}
+        chain.outputs = reply_outputs(chain.steps)
     chain.limits = builder.limits(root.get("limits"))
     chain.allow = builder.allow(root.get("allow"))
     builder.events(root.get("events"), chain)

@@ -275,6 +275,8 @@ def _computed_id(seg: Computed, scope: Any, shown: str) -> str:
         from chainlang.expr.values import kind_of
 
         what = "an empty string" if value == "" else "null" if value is None else f"{kind_of(value)} {value!r}"[:80]
+        if value is None and unparse(seg.expr) == "run.thread":
+            what += " (the run is attached to no thread: run it with --thread ID or an input thread_id)"
         raise ExprEvalError("reference", f"{shown}: the thread id must be a non-empty string, got {what}",
                             seg.start, seg.end)
     return value
