@@ -5,6 +5,8 @@ demos and tests (LANGUAGE.md §13).
 rules:
   - task: think                  # think, chain, repair, decide, summarize... or any (the default)
     when: "schedule today"       # text the request must contain (case-insensitive); a list: all of them
+    last: "good morning"         # text the LAST user message must contain (not the thread's history)
+    not: "groceries"             # text the request must NOT contain; a list: none of them
     answer: {event: agent.chain, params: {plan: "1. Get today's date ..."}}
   - task: chain
     when: ["Get today's date"]
@@ -13,7 +15,11 @@ rules:
       - {chain: [...]}
 ```
 
-Rules are tried in order; the first that matches answers. A mapping or list is answered as
+Rules are tried in order; the first that matches answers. `when` searches the whole request
+(system prompt, data, history); `last` only what the user said last (the thread's latest
+`user.input` for the requests about a conversation, else the last user message), which is
+what a multi-turn test means (a thread's history grows, and a `when` written for one turn would
+also answer a later one); `not` keeps a rule from answering a request that contains a text. A mapping or list is answered as
 its JSON text, a string as it is. No rule matching is an error that names the task and the
 start of the request, so a demo that drifts from its script says so. The file is read with
 the safe YAML loader (no tags), at most `MAX_RULES_BYTES`.
@@ -34,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_RULES_BYTES", "Rule", "ScriptedProvider"]
 
 MAX_RULES_BYTES = 1024 * 1024
-_RULE_KEYS = frozenset({"task", "when", "answer", "answers"})
+_RULE_KEYS = frozenset({"task", "when", "last", "not", "answer", "answers"})
 
 
 @dataclass
@@ -42,10 +48,14 @@ class Rule:
     task: str
     when: tuple[str, ...]
     answers: list[str]
+    last: tuple[str, ...] = ()
+    without: tuple[str, ...] = ()  # `not:`
     used: int = 0
 
-    def matches(self, task: str, text: str) -> bool:
-        return self.task in ("any", task) and all(part in text for part in self.when)
+    def matches(self, task: str, text: str, last: str) -> bool:
+        """`text` and `last` (the last user message) are case-folded."""
+        return (self.task in ("any", task) and all(part in text for part in self.when)
+                and all(part in last for part in self.last) and not any(part in text for part in self.without))
 
     def next_answer(self) -> str:
         answer = self.answers[min(self.used, len(self.answers) - 1)]
@@ -84,9 +94,10 @@ class ScriptedProvider:
         from chainlang.llm.tiers import ModelAnswer, estimate_tokens
 
         text = request.text()
-        folded = text.casefold()
+        said = request.last_input if request.last_input is not None else _last_user(request)
+        folded, last = text.casefold(), said.casefold()
         for rule in self.rules:
-            if rule.matches(request.task, folded):
+            if rule.matches(request.task, folded, last):
                 answer = rule.next_answer()
                 return ModelAnswer(answer, {"prompt_tokens": estimate_tokens(text),
                                             "completion_tokens": estimate_tokens(answer)})
@@ -112,14 +123,18 @@ def _rule(raw: Any, where: str) -> Rule:
         raise ConfigError(f"{where}: a rule is a mapping with task, when and answer")
     unknown = sorted(set(raw) - _RULE_KEYS)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (a rule has task, when, answer or answers)")
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (a rule has task, when, last, not, answer or answers)")
     task = raw.get("task", "any")
     if not isinstance(task, str) or not task:
         raise ConfigError(f"{where}: task is a name (think, chain, repair, decide...) or any")
-    when = raw.get("when", [])
-    when = [when] if isinstance(when, str) else when
-    if not isinstance(when, list) or not all(isinstance(w, str) and w for w in when):
-        raise ConfigError(f"{where}: when is a text, or a list of texts, the request must contain")
+    texts_of = {}
+    for key, what in (("when", "the request must contain"), ("last", "the last user message must contain"),
+                      ("not", "the request must not contain")):
+        value = raw.get(key, [])
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not all(isinstance(w, str) and w for w in value):
+            raise ConfigError(f"{where}: {key} is a text, or a list of texts, {what}")
+        texts_of[key] = tuple(w.casefold() for w in value)
     if ("answer" in raw) == ("answers" in raw):
         raise ConfigError(f"{where}: give answer (one) or answers (a list, one per use)")
     answers = [raw["answer"]] if "answer" in raw else raw["answers"]
@@ -127,7 +142,7 @@ def _rule(raw: Any, where: str) -> Rule:
         raise ConfigError(f"{where}: answers is a non-empty list")
     # default=str: an unquoted date in YAML (from: 2026-11-23) is a date object, written as its text
     texts = [a if isinstance(a, str) else json.dumps(a, ensure_ascii=False, default=str) for a in answers]
-    return Rule(task, tuple(w.casefold() for w in when), texts)
+    return Rule(task, texts_of["when"], texts, last=texts_of["last"], without=texts_of["not"])
 
 
 def _safe_yaml(data: bytes, where: str) -> Any:

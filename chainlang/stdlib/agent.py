@@ -17,15 +17,19 @@ from chainlang.stdlib.projectstore import open_store, project_of
 if TYPE_CHECKING:
     from chainlang.runtime.context import RunContext
 
-__all__ = ["RECENT", "capabilities", "chain", "decide", "think", "thread_view"]
+__all__ = ["RECENT", "RESULT_CHARS", "THREAD_TOKENS", "capabilities", "chain", "decide", "fit_events", "think",
+           "think_request", "thread_view"]
 
-RECENT = 30  # the events of a thread a prompt shows (its last ones)
+RECENT = 30  # the events of a thread a prompt shows (its last ones)...
+THREAD_TOKENS = 1_000  # ...as many of them as fit in these tokens (estimated), the newest first
+RESULT_CHARS = 1_200  # of one event's result in a prompt (longer ones are cut, and say so)
 MAX_EVENTS_LISTED = 200  # events a prompt lists as capabilities
 
 
 def thread_view(ctx: "RunContext", thread_id: str, family: str = "agent") -> dict[str, Any]:
-    """A thread as a prompt shows it: its summary, status and last `RECENT` events. A thread
-    that does not exist is the step's error, naming the known ones."""
+    """A thread as a prompt shows it: its summary, status and last `RECENT` events, as many as
+    fit in `THREAD_TOKENS` (`fit_events`). A thread that does not exist is the step's error,
+    naming the known ones."""
     from chainlang.stdlib.thread import unknown_thread
 
     from chainlang.store import StoreError
@@ -39,30 +43,78 @@ def thread_view(ctx: "RunContext", thread_id: str, family: str = "agent") -> dic
                       for e in store.thread_events(thread_id, limit=RECENT)]
         except StoreError as exc:
             raise ValueError(f"{exc}") from None
-    return {"thread_id": thread.id, "summary": thread.summary, "status": thread.status, "events": events}
+    shown = fit_events(events, THREAD_TOKENS)
+    view: dict[str, Any] = {"thread_id": thread.id, "summary": thread.summary, "status": thread.status,
+                            "events": shown}
+    if len(shown) < len(events):
+        view["earlier_events_left_out"] = len(events) - len(shown)
+    return view
+
+
+def fit_events(events: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The events a prompt shows of `events` (oldest first), within `budget` tokens (estimated):
+    the user's last message (`user.input`: what the turn is about) and the newest events
+    that fit, in their order; a small model's context holds the newest events rather than
+    the first ones. A result longer than `RESULT_CHARS` is cut (its start kept, as text); the
+    newest event is always shown."""
+    import json
+
+    from chainlang.llm.tiers import estimate_tokens
+
+    def shown(event: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        text = json.dumps(event.get("result"), ensure_ascii=False, default=str)
+        if len(text) > RESULT_CHARS:
+            event = {**event, "result": text[:RESULT_CHARS] + " …(cut)"}
+        return event, estimate_tokens(json.dumps(event, ensure_ascii=False, default=str))
+
+    asked = next((i for i in range(len(events) - 1, -1, -1) if events[i].get("event") == "user.input"), None)
+    kept: dict[int, dict[str, Any]] = {}
+    used = 0
+    if asked is not None:
+        kept[asked], used = shown(events[asked])
+    for i in range(len(events) - 1, -1, -1):
+        if i in kept:
+            continue
+        event, cost = shown(events[i])
+        if kept and used + cost > budget:
+            break
+        kept[i] = event
+        used += cost
+    return [kept[i] for i in sorted(kept)]
 
 
 def capabilities(ctx: "RunContext", with_params: bool = False) -> list[dict[str, Any]]:
-    """The events a model may plan with: the run's registry (tools and chains; not external
-    events, which no step can call), within the allow lists in force, by name."""
-    import fnmatch
+    """The events a model may plan with (`_capabilities` of the run's registry and allow lists)."""
+    return _capabilities(ctx.registry, ctx.allow, with_params)
 
-    registry = ctx.registry
+
+def _capabilities(registry: Any, allow: tuple[tuple[str, ...], ...],
+                  with_params: bool = False) -> list[dict[str, Any]]:
+    """The events a model may plan with: the registry's (tools and chains; not external events,
+    which no step can call), within the allow lists in force, by name; each with its name and
+    the first sentence of its description (seed 001: the planner knows names and descriptions)."""
+    from chainlang.llm.constrain import short_description
+
     if registry is None:
         return []
     out: list[dict[str, Any]] = []
     for spec in sorted(registry.specs(), key=lambda s: s.name):
-        if spec.kind == "external":
+        if spec.kind == "external" or not _allows(allow, spec.name):
             continue
-        if not all(any(fnmatch.fnmatchcase(spec.name, p) for p in patterns) for patterns in ctx.allow):
-            continue
-        entry: dict[str, Any] = {"name": spec.name, "description": " ".join((spec.description or "").split())[:300]}
+        entry: dict[str, Any] = {"name": spec.name, "description": short_description(spec.description)}
         if with_params:
             entry["params"] = spec.params_schema
         out.append(entry)
         if len(out) >= MAX_EVENTS_LISTED:
             break
     return out
+
+
+def _allows(allow: tuple[tuple[str, ...], ...], name: str) -> bool:
+    """Whether every allow list in force lets `name` be called."""
+    import fnmatch
+
+    return all(any(fnmatch.fnmatchcase(name, p) for p in patterns) for patterns in allow)
 
 
 def _models(ctx: "RunContext", event: str) -> Any:
@@ -73,21 +125,35 @@ def _models(ctx: "RunContext", event: str) -> Any:
 
 async def think(thread_id: str, ctx: "RunContext", prompt: str | None = None) -> dict[str, Any]:
     """The next event for a thread, from the heavy tier: `agent.reply` or `agent.chain`."""
-    from chainlang.llm.prompting import PromptError, messages
+    from chainlang.llm.prompting import PromptError
     from chainlang.llm.tiers import ModelRequest
 
     models = _models(ctx, "agent.think")
     import asyncio
 
     view = await asyncio.to_thread(thread_view, ctx, thread_id)  # the store's I/O off the event loop
-    schema = ctx.registry.get("agent.think").result_schema
     try:
-        asked = messages("think", {"events": capabilities(ctx), "thread_id": thread_id, "thread": view,
-                                   "prompt": prompt}, ctx.project)
+        asked, schema = think_request(ctx.registry, ctx.allow, thread_id, view, prompt, ctx.project)
     except PromptError as exc:
         raise ValueError(str(exc)) from None
-    answer = await models.ask("heavy", ModelRequest("think", asked, schema, "next_event"))
+    said = next((e["result"].get("text") for e in reversed(view["events"]) if e.get("event") == "user.input"
+                 and isinstance(e.get("result"), dict) and isinstance(e["result"].get("text"), str)), None)
+    answer = await models.ask("heavy", ModelRequest("think", asked, schema, "next_event", last_input=said))
     return parse_answer(answer.text, schema, models.who("heavy"))  # type: ignore[no-any-return]
+
+
+def think_request(registry: Any, allow: tuple[tuple[str, ...], ...], thread_id: str, view: dict[str, Any],
+                  prompt: str | None, project: Any = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """agent.think's request: its messages (the events it may plan with, the thread as data)
+    and the schema of its answer, whose next events are agent.reply and, when the allow lists
+    in force let it be called, agent.chain (chainlang.llm.constrain.think_answer_schema)."""
+    from chainlang.llm.constrain import think_answer_schema
+    from chainlang.llm.prompting import messages
+
+    may_chain = registry is not None and registry.get("agent.chain") is not None and _allows(allow, "agent.chain")
+    asked = messages("think", {"events": _capabilities(registry, allow) if may_chain else [], "may_chain": may_chain,
+                               "thread_id": thread_id, "thread": view, "prompt": prompt}, project)
+    return asked, think_answer_schema(may_chain)
 
 
 async def decide(event: str, params: dict[str, Any], ctx: "RunContext", description: str = "",
@@ -105,14 +171,16 @@ async def decide(event: str, params: dict[str, Any], ctx: "RunContext", descript
         event=event, description=description or (spec.description if spec is not None else ""),
         params_schema=schema if schema is not None else (spec.params_schema if spec is not None else {}),
         params=params, errors=list(errors or []), condition=condition, models=_models(ctx, "agent.decide"))
-    if not request.errors and condition is None and spec is not None:
+    if not request.errors:  # with a condition too: invalid params make it a repair, valid ones are kept
         from chainlang.runtime.decide import validate_params
 
         import dataclasses
 
         request = dataclasses.replace(request, errors=validate_params(request.params_schema, params))
     try:
-        decision = await decider.decide(request)
+        from chainlang.runtime.decide.keep import applied
+
+        decision = applied(request, await decider.decide(request))
     except DecisionNeeded as exc:
         raise ValueError(str(exc)) from None
     out: dict[str, Any] = {"action": decision.action}
