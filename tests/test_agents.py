@@ -165,7 +165,7 @@ def test_think_then_chain_with_one_scripted_tier_for_all(project: Path) -> None:
     # the translator gets the plan as data and the events with their params
     assert user_text(chain_call).endswith(
         '<data name="plan">"1. Read the clock (tools.now). 2. Add one day (tools.date_calc)."</data>')
-    assert '- tools.date_calc: ' in chain_call["request"]["messages"][0]["content"]
+    assert '- tools.date_calc(from: ' in chain_call["request"]["messages"][0]["content"]
     # the written chain ran as a sub-chain under the step's path
     done = finished(recs)
     assert [(s, r["event"], r["status"]) for s, r in done.items() if s.startswith("3")] == [
@@ -303,7 +303,7 @@ def test_a_written_chain_may_call_only_what_the_caller_may(project: Path) -> Non
     calls = of_type(recs, "model_call")
     system = calls[0]["request"]["messages"][0]["content"]
     # the translator is shown only the events the caller's allow list lets through
-    assert "- tools.now:" in system and "- agent.think:" in system and "- thread.match:" in system
+    assert "- tools.now()" in system and "- agent.think(" in system and "- thread.match(" in system
     assert "user.notify" not in system and "t.echo" not in system and "- memory." not in system
     refused = finished(recs)["1"]["error"]["message"]
     assert "'user.notify' is not in this chain's allow list" in refused and "(max_repairs = 0)" in refused
@@ -659,7 +659,7 @@ def test_an_endpoint_that_is_down_is_a_clear_step_error(project: Path) -> None:
     ('[models.fast]\nprovider = "scripted"\nrules = "answers.yaml"\n', "rules: [\n",
      "the scripted model's rules (answers.yaml): not valid YAML (line 2, column 1)"),
     ('[models.fast]\nprovider = "scripted"\nrules = "answers.yaml"\n', "rules:\n  - {task: think, answer: x, wen: y}\n",
-     "the scripted model's rules (answers.yaml), rule 1: unknown key 'wen' (a rule has task, when, answer or answers)"),
+     "the scripted model's rules (answers.yaml), rule 1: unknown key 'wen' (a rule has task, when, last, not, answer or answers)"),
     ('[models.fast]\nprovider = "scripted"\nrules = "answers.yaml"\n', "rules:\n  - !!python/object:os.system {}\n",
      "the scripted model's rules (answers.yaml): not valid YAML"),
     ('[models.fast]\nprovider = "scripted"\nrules = "answers.yaml"\n', "rules:\n  - {task: think}\n",
@@ -758,8 +758,8 @@ def test_the_light_tier_decides_for_agent_decide_and_for_a_step_s_decide(project
     write(project, "answers.yaml", DECIDE_RULES)
     proc = run(project, write(project, "d.chain.yaml", DECIDING))
     assert json.loads(proc.stdout) == {
-        "decided": {"action": "continue", "params": {"from": "2026-11-23", "add": "1 day", "format": "date"}},
-        "date": "2026-11-24"}  # the model's params replaced the step's
+        "decided": {"action": "continue", "params": {"from": "2026-11-23", "add": "soon"}},
+        "date": "2026-11-30"}  # a condition on valid params keeps them: the model's params are ignored (§13)
     recs = records(project)
     assert [(c["step"], c["tier"], c["task"]) for c in of_type(recs, "model_call")] == [
         ("1", "light", "decide"), ("2", "light", "decide"), ("3#decide", "light", "decide")]

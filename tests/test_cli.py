@@ -648,7 +648,7 @@ def test_stdlib_declares_the_contract_events() -> None:
         assert name in names
 
 
-IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest", "agent.think", "agent.chain", "agent.decide", "user.ask"}  # every standard event now (user.ask: a wait)
+IMPLEMENTED = {"tools.now", "tools.date_calc", "user.notify", "chain.run", "task.register", "task.list", "task.cancel", "task.schedule", "thread.match", "thread.summarize", "thread.list", "memory.append", "memory.search", "memory.digest", "agent.think", "agent.chain", "agent.decide", "agent.reply", "model.ask", "user.ask"}  # every standard event now (user.ask: a wait)
 EXTERNAL = {"task.due", "user.answered"}  # standard events fired from outside or by serve, never called by a step
 
 

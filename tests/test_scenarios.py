@@ -313,7 +313,7 @@ def test_3_interrupted_flow_returns_to_results_that_persist(project: Path) -> No
                             "reply": None, "repairs": None}
     # back in the meeting thread: the answer comes from the results it holds; nothing runs again
     assert resumed.outputs["thread_id"] == meeting and "roadmap by Friday" in resumed.outputs["reply"]
-    assert steps_run(project, resumed.transcript) == ["thread.match", "agent.think", "assistant.turn",
+    assert steps_run(project, resumed.transcript) == ["thread.match", "agent.think", "agent.reply", "assistant.turn",
                                                       "memory.append", "thread.summarize"]
     assert len(events(project, meeting, "memory.search")) == 1
     assert not events(project, appointment, "memory.search")

@@ -93,8 +93,8 @@ def test_exactly_these_are_implemented() -> None:
     # and the agent events (tests/test_agents.py) and user.ask, a wait (tests/test_waits_cli.py)
     assert {name for name, spec in SPECS.items() if spec.implemented} == set(IMPLEMENTED) | {
         "chain.run", "task.register", "task.list", "task.cancel", "task.schedule",
-        "thread.match", "thread.summarize", "memory.append", "memory.search", "memory.digest",
-        "agent.think", "agent.chain", "agent.decide", "user.ask"}
+        "thread.match", "thread.summarize", "thread.list", "memory.append", "memory.search", "memory.digest",
+        "agent.think", "agent.chain", "agent.decide", "agent.reply", "model.ask", "user.ask"}
 
 
 # -- tools.now -----------------------------------------------------------------------------

@@ -197,6 +197,9 @@ rules:
     answer: {chain: [{test.echo: {value: launch}}]}
   - task: decide
     answer: {action: continue, params: {value: maybe}}
+  - task: ask
+    when: "Label the launch"
+    answer: {label: go, risks: [weather]}
 """
 TIERS = "".join(f'\n[models.{tier}]\nprovider = "scripted"\nrules = "answers.yaml"\n' for tier in ("heavy", "fast", "light"))
 
