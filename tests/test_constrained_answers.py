@@ -86,12 +86,13 @@ def test_the_chain_schema_lists_exactly_the_allowed_events_and_a_seed_form_answe
         "result": {"date": "2026-11-23", "meetings": ["09:00 Standup"]}, "appended": False}
     (request,) = endpoint.requests
     schema = sent_schema(request)
-    allowed = {"tools.now", "tools.date_calc", "t.echo", "calendar.check", "agent.chain"}
-    assert sorted(step_events(schema)) == sorted(allowed)  # t.secret, user.notify, agent.think: not allowed
+    allowed = {"tools.now", "tools.date_calc", "t.echo", "calendar.check"}
+    # t.secret, user.notify, agent.think: not allowed; agent.chain: allowed, not offered to the translator
+    assert sorted(step_events(schema)) == sorted(allowed)
     # the events the plan is about come first (a small model takes the first one listed)
     assert step_events(schema)[:2] == ["tools.now", "calendar.check"]
     chain = schema["properties"]["chain"]
-    assert chain["minItems"] == 1 and chain["maxItems"] == 3  # the plan's two steps, and one more
+    assert chain["minItems"] == 1 and chain["maxItems"] == 2  # the plan's two steps
     one, group = chain["items"]["anyOf"]
     assert one == {"$ref": "#/definitions/step"}
     assert group["type"] == "array" and group["maxItems"] <= 4 and group["items"] == {"$ref": "#/definitions/step"}
@@ -300,9 +301,11 @@ def test_a_plain_project_s_chain_prompt_fits_a_small_context(tmp_path: Path, mon
     messages, schema = chain_request(registry, allowed, plan, tmp_path)
     tokens = estimate_tokens("\n".join(m["content"] for m in messages))
     assert tokens < 1_500, tokens
-    # every event the chain may call is listed (a plain project has fewer than the bound)
-    assert sorted(step_events(schema)) == sorted(allowed)
-    assert all(f"- {name}(" in messages[0]["content"] for name in allowed)
+    # every event the chain may call is listed (a plain project has fewer than the bound), but
+    # agent.chain: a translator is not offered to write a chain that writes a chain
+    offered = sorted(set(allowed) - {"agent.chain"})
+    assert "agent.chain" in allowed and sorted(step_events(schema)) == offered
+    assert all(f"- {name}(" in messages[0]["content"] for name in offered)
 
 
 def test_many_tools_are_bounded_and_the_ones_the_plan_names_stay(tmp_path: Path,

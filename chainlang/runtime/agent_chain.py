@@ -138,13 +138,15 @@ def chain_request(registry: Any, allowed: list[str], plan: str,
     from chainlang.llm.constrain import chain_answer_schema, plan_length, rank_events, short_description, signature
     from chainlang.llm.prompting import messages
 
-    specs = {spec.name: spec for spec in registry.specs() if spec.name in set(allowed)}
+    # agent.chain itself is not offered: a small model asked to translate a plan takes it for a
+    # step and writes a chain that writes a chain (the checker still accepts one written by hand)
+    specs = {spec.name: spec for spec in registry.specs() if spec.name in set(allowed) and spec.name != "agent.chain"}
     listed = [specs[name] for name in rank_events([(n, s.description or "") for n, s in sorted(specs.items())],
                                                   plan)]
     events = [{"name": spec.name, "signature": signature(spec.name, spec.params_schema),
                "description": short_description(spec.description)} for spec in listed]
     schema = chain_answer_schema([(spec.name, spec.params_schema) for spec in listed],
-                                 min(MAX_STEPS, plan_length(plan) + 1))
+                                 min(MAX_STEPS, plan_length(plan)))  # a step more and a small model adds one
     return messages("chain", {"events": events, "plan": plan}, project), schema
 
 
