@@ -45,9 +45,10 @@ class ModelServer:
     Its stdin is a pipe this process holds: if the test session dies without stopping it,
     the pipe closes and the server exits by itself."""
 
-    def __init__(self, log_path: Path, threads: int) -> None:
+    def __init__(self, log_path: Path, threads: int, extra_args: list[str] | None = None) -> None:
         self.log_path = log_path
         self.threads = threads
+        self.extra_args = list(extra_args or [])  # more options for serve_model.py (--ctx 2048)
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""  # http://127.0.0.1:PORT (no /v1)
         self._log: IO[bytes] | None = None
@@ -55,7 +56,7 @@ class ModelServer:
     def start(self) -> None:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "serve_model.py"), "--threads", str(self.threads)],
+            [sys.executable, str(HERE / "serve_model.py"), "--threads", str(self.threads), *self.extra_args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
         try:
@@ -193,6 +194,7 @@ class Proxy:
     # sampling settings for the chat requests that do not set them, as a server's defaults
     # would be (a test that has the model copy a text turns the repeat penalty off)
     sampling: dict[str, Any] = field(default_factory=dict)
+    verbose: bool = True  # a line per chat request on stdout
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
@@ -283,7 +285,7 @@ class Proxy:
                 except OSError:  # the client gave up (a timeout test)
                     call.client_gone = True
                     self.close_connection = True
-                if call.path.endswith("/chat/completions"):
+                if call.path.endswith("/chat/completions") and proxy.verbose:
                     prompt, answer = call.tokens
                     print(f"\n[model call] {call.test}: {call.seconds:.2f}s, {prompt} prompt + {answer} answer tokens"
                           f"{' (client gone)' if call.client_gone else ''}: {call.content[:200]!r}", flush=True)

@@ -76,10 +76,9 @@ def assert_documented_outcome(proc: subprocess.CompletedProcess[str], recs: list
 
 
 def assert_answers_are_decisions(model: Proxy, decision: dict[str, Any]) -> None:
-    """The server constrained each answer to the decision schema (response_format); an answer
-    cut at the token limit is the only other kind, and then the run fell back."""
-    from chainlang.runtime.decide import DECISION_SCHEMA
-
+    """The server constrained each answer to the schema it was sent (response_format: the
+    action alone for a condition on valid params, params typed by the event's schema for a
+    repair); an answer cut at the token limit is the only other kind, and then the run fell back."""
     for call in model.chat_calls(model.test):
         assert call.status == 200, call.answer
         assert call.request["response_format"]["type"] == "json_schema"
@@ -88,7 +87,7 @@ def assert_answers_are_decisions(model: Proxy, decision: dict[str, Any]) -> None
             assert decision["source"] == "fallback", decision
             continue
         answer = json.loads(call.content)
-        jsonschema.validate(answer, DECISION_SCHEMA)
+        jsonschema.validate(answer, call.request["response_format"]["json_schema"]["schema"])
         assert decision["source"] == "model" and decision["action"] == answer["action"], (decision, answer)
 
 
