@@ -25,6 +25,7 @@ from typing import Any
 
 from chainlang.runtime.decide.decision import (
     ACTIONS,
+    DECISION_SCHEMA,
     MAX_REASON,
     Action,
     DecideRequest,
@@ -73,31 +74,10 @@ def repair_schema(params_schema: dict[str, Any]) -> dict[str, Any]:
     `$defs` cannot be moved under `params`; those params are asked as any object (the
     answer is validated against the real schema all the same)."""
     params, definitions = _movable(params_schema)
-    schema: dict[str, Any] = {
-        "$schema": "http://json-schema.org/draft-07/schema#",
-        "title": "decision",
-        "description": "continue with the repaired params, skip the step, or break the chain",
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {"action": {"type": "string", "const": "continue"}, "params": params},
-                "required": ["action", "params"],
-                "additionalProperties": False,
-            },
-            {
-                "type": "object",
-                "properties": {"action": {"type": "string", "const": "skip"}},
-                "required": ["action"],
-                "additionalProperties": False,
-            },
-            {
-                "type": "object",
-                "properties": {"action": {"type": "string", "const": "break"}},
-                "required": ["action"],
-                "additionalProperties": False,
-            },
-        ],
-    }
+    # DECISION_SCHEMA with continue's params typed: one shape of a decision, written once
+    schema: dict[str, Any] = copy.deepcopy(DECISION_SCHEMA)
+    schema["description"] = "continue with the repaired params, skip the step, or break the chain"
+    schema["anyOf"][0]["properties"]["params"] = params
     schema.update(definitions)
     return schema
 
