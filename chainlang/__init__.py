@@ -10,7 +10,20 @@ from typing import TYPE_CHECKING, Any
 from chainlang.version import __version__
 
 __all__ = [
+    "Chain",
+    "CheckResult",
     "Diagnostic",
+    "Outcome",
+    "Project",
+    "Registry",
+    "RunContext",
+    "UsageError",
+    "open_project",
+    "open_project_sync",
+    "resume_emit",
+    "resume_emit_async",
+    "resume_run",
+    "resume_run_async",
     "event",
     "hook",
     "emit",
@@ -32,24 +45,44 @@ if TYPE_CHECKING:
     from chainlang.diagnostics import Diagnostic
     from chainlang.registry.decorator import event
     from chainlang.registry.hooks import hook
-    from chainlang.engine.entry import emit, emit_async, resume, resume_async, run, run_async
+    from chainlang.api import Chain, Project, open_project, open_project_sync
+    from chainlang.api.oneshot import (emit, emit_async, resume, resume_async, resume_emit, resume_emit_async,
+                                       resume_run, resume_run_async, run, run_async)
+    from chainlang.errors import UsageError
+    from chainlang.pipeline import CheckResult
+    from chainlang.registry.registry import Registry
+    from chainlang.runtime.context import RunContext
+    from chainlang.status import Outcome
     from chainlang.runtime.emit import EmitResult
     from chainlang.runtime.runner import RunResult
     from chainlang.runtime.step_error import StepError
 
 _LAZY = {
+    "Chain": ("chainlang.api", "Chain"),
+    "Project": ("chainlang.api", "Project"),
+    "open_project": ("chainlang.api", "open_project"),
+    "open_project_sync": ("chainlang.api", "open_project_sync"),
+    "resume_run": ("chainlang.api.oneshot", "resume_run"),
+    "resume_run_async": ("chainlang.api.oneshot", "resume_run_async"),
+    "resume_emit": ("chainlang.api.oneshot", "resume_emit"),
+    "resume_emit_async": ("chainlang.api.oneshot", "resume_emit_async"),
+    "CheckResult": ("chainlang.pipeline", "CheckResult"),
+    "Registry": ("chainlang.registry.registry", "Registry"),
+    "RunContext": ("chainlang.runtime.context", "RunContext"),
+    "Outcome": ("chainlang.status", "Outcome"),
+    "UsageError": ("chainlang.errors", "UsageError"),
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
     "event": ("chainlang.registry.decorator", "event"),
     "hook": ("chainlang.registry.hooks", "hook"),
-    "emit": ("chainlang.engine.entry", "emit"),
-    "emit_async": ("chainlang.engine.entry", "emit_async"),
+    "emit": ("chainlang.api.oneshot", "emit"),
+    "emit_async": ("chainlang.api.oneshot", "emit_async"),
     "EmitResult": ("chainlang.runtime.emit", "EmitResult"),
     "check_files": ("chainlang.pipeline", "check_files"),
     "check_text": ("chainlang.pipeline", "check_text"),
-    "run": ("chainlang.engine.entry", "run"),
-    "run_async": ("chainlang.engine.entry", "run_async"),
-    "resume": ("chainlang.engine.entry", "resume"),
-    "resume_async": ("chainlang.engine.entry", "resume_async"),
+    "run": ("chainlang.api.oneshot", "run"),
+    "run_async": ("chainlang.api.oneshot", "run_async"),
+    "resume": ("chainlang.api.oneshot", "resume"),
+    "resume_async": ("chainlang.api.oneshot", "resume_async"),
     "RunResult": ("chainlang.runtime.runner", "RunResult"),
     "StepError": ("chainlang.runtime.step_error", "StepError"),
 }

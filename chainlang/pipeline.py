@@ -23,6 +23,7 @@ from chainlang.model.files import load_file as load_file
 if TYPE_CHECKING:
     from chainlang.checks.base import Project
     from chainlang.model.nodes import Chain
+    from chainlang.registry.objects import ToolSource
     from chainlang.registry.registry import Registry
 
 MAX_FILES = 10_000
@@ -168,12 +169,13 @@ def check_project(files: Sequence[LoadedFile], registry: "Registry",
     return sort_diagnostics(out), project, project_registry
 
 
-def default_registry(tools: Sequence[str] = (), start_dir: Path | None = None) -> "Registry":
+def default_registry(tools: Sequence["ToolSource"] = (), start_dir: Path | None = None, *,
+                     origin: str = "given with --tools") -> "Registry":
     from chainlang.registry.build import build_registry
     from chainlang.errors import RegistryError
 
     try:
-        return build_registry(tools, start_dir)
+        return build_registry(tools, start_dir, origin=origin)
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
 

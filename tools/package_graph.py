@@ -47,7 +47,7 @@ FLOORS: list[tuple[str, frozenset[str]]] = [
     ("the standard events (tools that use the run's context)", frozenset({"stdlib"})),
     ("the engines", frozenset({"engine"})),
     ("the doors: public API, CLI, serve, language server, reports, the pytest plugin",
-     frozenset({"chainlang", "cli", "serve", "lsp", "report", "testing"})),
+     frozenset({"chainlang", "api", "cli", "serve", "lsp", "report", "testing"})),
 ]
 
 

@@ -18,7 +18,7 @@ from chainlang.registry.decorator import spec_of
 from chainlang.registry.errors import ToolLoadError
 from chainlang.registry.spec import EventSpec
 
-__all__ = ["is_file_ref", "load_tools"]
+__all__ = ["is_file_ref", "load_tools", "module_items"]
 
 _MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 FILE_MODULE_PREFIX = "_chainlang_tools_"  # the modules of tools files (.py paths): the language server re-imports edited ones
@@ -58,6 +58,13 @@ def _load_one(ref: str, base_dir: Path, origin: str | None) -> list[EventSpec | 
             f"tools reference {ref!r}{suffix} is neither a Python module name (mypkg.tools) nor a .py file"
         )
     return _collect(module, label, source, suffix)
+
+
+def module_items(module: ModuleType, origin: str | None = None) -> list[EventSpec | HookDef]:
+    """The @event tools and hooks of a module the caller already imported (the API's
+    `tools=[my_module]`): not imported again, so they share the caller's module state."""
+    suffix = f" ({origin})" if origin else ""
+    return _collect(module, f"tools module '{module.__name__}'", module.__name__, suffix)
 
 
 def _import_file(ref: str, base_dir: Path, suffix: str) -> tuple[ModuleType, str, str]:

@@ -163,19 +163,23 @@ async def emit_async(
     decider: Any = None,
     on_transcript: Callable[[Path], None] | None = None,
     engine_for: "EngineChooser | None" = None,
+    loaded: "Project | None" = None,
 ) -> EmitResult:
     """Fire external event `name` with `data` in the project at `project` (default: the
     working directory, or the directory of the chainlang.toml above it). Raises UsageError
     for an unknown event, bad options or an unusable store; a failing action is a status.
-    `engine_for` picks the engine (chainlang.engine.engine_for; None: the embedded one)."""
+    `engine_for` picks the engine (chainlang.engine.engine_for; None: the embedded one).
+    `loaded`: the project's hooks checked already (the Python API's open project), instead
+    of reading them again."""
     from chainlang.runtime.admission import new_run_id, parse_now, project_key, run_secrets, take_lock
     from chainlang.runtime.engine import FireJob, embedded_only
     from chainlang.runtime.session import stderr_note
 
-    start = Path(project) if project is not None else Path.cwd()
-    if not start.is_dir():
-        raise UsageError(f"{start}: not a directory (the project to emit in)")
-    loaded = load_project(start, tools, registry)
+    if loaded is None:
+        start = Path(project) if project is not None else Path.cwd()
+        if not start.is_dir():
+            raise UsageError(f"{start}: not a directory (the project to emit in)")
+        loaded = load_project(start, tools, registry)
     if loaded.hooks is None:
         return EmitResult(None, name, "invalid", diagnostics=loaded.diagnostics, sources=loaded.sources)
     problems = check_payload(loaded, name, data)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from chainlang.compile import ExecutionGraph
     from chainlang.diagnostics import Diagnostic
     from chainlang.config.project import ProjectConfig
+    from chainlang.registry.objects import ToolSource
     from chainlang.registry.registry import Registry
 
 
@@ -38,14 +39,49 @@ class Prepared:
     chain: Any = None  # the chain's model (chainlang.model.nodes.Chain): what its secrets are read from
 
 
-def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "Registry | None" = None) -> Prepared:
-    """Load, check and compile the chain at `path`. Raises UsageError for a path or tools
-    that cannot be used; check errors are in `diagnostics` (and `graph` is None)."""
-    from chainlang.pipeline import context_files, default_registry, load_file, python_hook_files
+@dataclass
+class ProjectBase:
+    """What every chain of a project is checked and run with, read once: its configuration,
+    the registry (stdlib, its tools, MCP servers' and the caller's), and the files every
+    chain sees besides itself (hooks files, named chains, stored hooks)."""
+
+    config: "ProjectConfig | None"
+    root: Path
+    registry: "Registry"
+    context: list["LoadedFile"]
+    python_hooks: list["LoadedFile"]
+
+
+def project_base(start_dir: Path, tools: Sequence["ToolSource"] = (), registry: "Registry | None" = None, *,
+                 origin: str = "given with --tools") -> ProjectBase:
+    """Read the project that `start_dir` belongs to (UsageError when it cannot be used)."""
+    from chainlang.pipeline import context_files, default_registry, python_hook_files
     from chainlang.tasks.stored import stored_hook_files
     from chainlang.config.project import find_project_config
     from chainlang.errors import RegistryError
 
+    try:
+        config = find_project_config(start_dir)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    registry = registry if registry is not None else default_registry(tools, start_dir, origin=origin)
+    context = context_files(start_dir, set(), stored_hook_files)
+    root = config.root if config is not None else start_dir
+    return ProjectBase(config, root, registry, context, python_hook_files(registry))
+
+
+def prepare(path: str | os.PathLike[str], tools: Sequence["ToolSource"] = (), registry: "Registry | None" = None) -> Prepared:
+    """Load, check and compile the chain at `path`. Raises UsageError for a path or tools
+    that cannot be used; check errors are in `diagnostics` (and `graph` is None)."""
+    from chainlang.pipeline import load_file
+
+    chain_path = chain_file(path)
+    base = project_base(chain_path.parent, tools, registry)
+    return prepare_loaded(base, load_file(str(path)), chain_path)
+
+
+def chain_file(path: str | os.PathLike[str]) -> Path:
+    """`path` as the chain file to run; UsageError when it is not one."""
     from chainlang.pipeline import file_kind
 
     chain_path = Path(path)
@@ -55,20 +91,19 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
         raise UsageError(f"{path}: not a regular file" if chain_path.exists() else f"{path}: no such chain file")
     if file_kind(str(path)) == "hooks":
         raise UsageError(f"{path} is a hooks file: it has no steps to run (hooks fire around the steps of a chain)")
-    start_dir = chain_path.parent
-    try:
-        config = find_project_config(start_dir)
-    except RegistryError as exc:
-        raise UsageError(str(exc)) from None
-    registry = registry if registry is not None else default_registry(tools, start_dir)
-    main = load_file(str(path))
-    context = context_files(start_dir, {os.path.realpath(path)}, stored_hook_files)
+    return chain_path
+
+
+def prepare_loaded(base: ProjectBase, main: "LoadedFile", chain_path: Path) -> Prepared:
+    """Check and compile the loaded chain `main` in the project `base` (the chain itself
+    left out of the context it is checked with)."""
+    own = os.path.realpath(main.path)
+    context = [f for f in base.context if os.path.realpath(f.path) != own]
     # the hooks in force are checked with the chain: a hooks file with errors stops the run
-    hook_files = [f for f in context if f.chain.kind == "hooks"] + python_hook_files(registry)
+    hook_files = [f for f in context if f.chain.kind == "hooks"] + base.python_hooks
     others = [f for f in context if f.chain.kind != "hooks"]
-    diagnostics, project_registry, named = _check([main] + hook_files, registry, others)
-    root = config.root if config is not None else start_dir
-    loader = SubChains(registry, project_registry, named, context, root)
+    diagnostics, project_registry, named = _check([main] + hook_files, base.registry, others)
+    loader = SubChains(base.registry, project_registry, named, context, base.root)
     from chainlang.compile import compile_chain
     from chainlang.compile.hooks import compile_hooks
 
@@ -79,7 +114,7 @@ def prepare(path: str | os.PathLike[str], tools: Sequence[str] = (), registry: "
         graph = dataclasses.replace(compile_chain(main.chain), hook_set=compile_hooks(hooks))
     data = main.source.text.encode("utf-8", "surrogatepass")
     sources = {main.path: main.source, **{f.path: f.source for f in hook_files}}
-    return Prepared(chain_path, graph, project_registry, config, root, diagnostics, loader, sources,
+    return Prepared(chain_path, graph, project_registry, base.config, base.root, diagnostics, loader, sources,
                     len(hooks), hashlib.sha256(data).hexdigest(), main.chain)
 
 
@@ -232,4 +267,4 @@ class SubChains:
         return graph
 
 
-__all__ = ["Prepared", "SubChains", "prepare", "secrets_of"]
+__all__ = ["Prepared", "ProjectBase", "SubChains", "chain_file", "prepare", "prepare_loaded", "project_base", "secrets_of"]

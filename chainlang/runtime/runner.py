@@ -81,6 +81,35 @@ async def run_async(
     from chainlang.runtime.engine import embedded_only
 
     prepared = prepare(path, tools, registry)
+    engine = (engine_for or embedded_only)(prepared.config)
+    return await start_run(prepared, engine, inputs, now=now, transcript=transcript, tools=list(tools),
+                           progress=progress, notify=notify, decider=decider, on_transcript=on_transcript,
+                           thread=thread, detach=detach, answers=answers)
+
+
+async def start_run(
+    prepared: Prepared,
+    engine: "Engine",
+    inputs: dict[str, Any] | None = None,
+    *,
+    now: datetime | str | None = None,
+    transcript: str | os.PathLike[str] | None = None,
+    runs_dir: Path | None = None,
+    tools: list[str] | None = None,
+    progress: "ProgressView | None" = None,
+    notify: Callable[[str], None] | None = None,
+    decider: Any = None,
+    on_transcript: Callable[[Path], None] | None = None,
+    thread: str | None = None,
+    detach: bool = False,
+    answers: dict[str, Any] | None = None,
+    key: bytes | None = None,
+) -> RunResult:
+    """Run a prepared chain (checked and compiled once, perhaps for many runs: the Python
+    API's loaded project) on `engine`: admit it (inputs, secrets, thread, transcript, lock)
+    and execute it. `runs_dir`: where a transcript goes when `transcript` is not given
+    (default: the project's .chainlang/runs); `key`: the project's transcript key when
+    the caller read it already; `tools`: the tools references the transcript records."""
     redactor = run_secrets(prepared.config)
     if prepared.graph is None:
         return RunResult(None, "invalid", diagnostics=prepared.diagnostics, sources=prepared.sources, secrets=redactor)
@@ -102,7 +131,8 @@ async def run_async(
 
     attached = attachment(prepared.root, thread, values)
     run_id = new_run_id()
-    where = Path(transcript) if transcript is not None else prepared.root / RUNS_DIR / f"{run_id}.jsonl"
+    where = (Path(transcript) if transcript is not None
+             else (runs_dir if runs_dir is not None else prepared.root / RUNS_DIR) / f"{run_id}.jsonl")
     if transcript is not None and where.is_dir():
         raise UsageError(f"--transcript {transcript}: is a directory; give the path of a new file, "
                          f"e.g. {os.path.join(str(transcript), run_id + '.jsonl')}")
@@ -112,15 +142,15 @@ async def run_async(
     header = {
         "chain": prepared.graph.name, "file": str(prepared.path.resolve()), "file_sha256": prepared.digest,
         "inputs": values, "now": pinned.isoformat() if pinned else None, "started_at": started_at,
-        "tools": list(tools), "resumed": False,
+        "tools": list(tools or ()), "resumed": False,
     }
     if attached is not None:
         header["thread"] = attached
-    engine = (engine_for or embedded_only)(prepared.config)
     if scripted and engine_kind(prepared.config) != "embedded":
         raise UsageError("--answer works on the embedded engine; answer a run on Temporal with chainlang emit "
                          "user.answered (or serve's pages)")
-    key = project_key(prepared.root, create=True)
+    if key is None:
+        key = project_key(prepared.root, create=True)
     lock = take_lock(where)
     read = SECRETS.set(secrets_read)  # what {secrets.NAME} references read
     try:
@@ -217,4 +247,4 @@ def run(path: str | os.PathLike[str], inputs: dict[str, Any] | None = None, **op
 
 
 __all__ = ["EXIT_CODES", "RUNS_DIR", "RunResult", "check_inputs", "execute", "new_run_id", "parse_now", "run",
-           "run_async", "run_chain", "run_secrets", "scripted_answers"]
+           "run_async", "run_chain", "run_secrets", "scripted_answers", "start_run"]
