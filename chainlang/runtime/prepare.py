@@ -37,6 +37,7 @@ class Prepared:
     hooks: int  # hooks in force (the chain's own, the project's hooks files, Python's)
     digest: str  # sha256 of the chain file: a resume refuses a file that changed
     chain: Any = None  # the chain's model (chainlang.model.nodes.Chain): what its secrets are read from
+    secret_names: frozenset[str] | None = None  # the secrets it and its hooks reference (found once: secrets_of)
 
 
 @dataclass
@@ -164,9 +165,11 @@ def secrets_of(prepared: Prepared, redactor: Any) -> Any:
     from chainlang.runtime.secret_refs import RunSecrets, needed_by
 
     secrets = RunSecrets(prepared.config, redactor)
-    hooks = [f.chain for f in prepared.loader.context if f.chain.kind == "hooks"]
-    secrets.read_ahead(needed_by([prepared.chain, *hooks] if prepared.chain is not None else hooks,
-                                 prepared.loader.named))
+    if prepared.secret_names is None:  # the chain and its hooks do not change: a loaded chain's many runs find them once
+        hooks = [f.chain for f in prepared.loader.context if f.chain.kind == "hooks"]
+        prepared.secret_names = frozenset(needed_by([prepared.chain, *hooks] if prepared.chain is not None else hooks,
+                                                    prepared.loader.named))
+    secrets.read_ahead(set(prepared.secret_names))
     return secrets
 
 
