@@ -38,6 +38,7 @@ class Prepared:
     digest: str  # sha256 of the chain file: a resume refuses a file that changed
     chain: Any = None  # the chain's model (chainlang.model.nodes.Chain): what its secrets are read from
     secret_names: frozenset[str] | None = None  # the secrets it and its hooks reference (found once: secrets_of)
+    resolved: str = ""  # the chain file's absolute path, as its transcripts record it (resolved once)
 
 
 @dataclass
@@ -116,7 +117,7 @@ def prepare_loaded(base: ProjectBase, main: "LoadedFile", chain_path: Path) -> P
     data = main.source.text.encode("utf-8", "surrogatepass")
     sources = {main.path: main.source, **{f.path: f.source for f in hook_files}}
     return Prepared(chain_path, graph, project_registry, base.config, base.root, diagnostics, loader, sources,
-                    len(hooks), hashlib.sha256(data).hexdigest(), main.chain)
+                    len(hooks), hashlib.sha256(data).hexdigest(), main.chain, resolved=str(chain_path.resolve()))
 
 
 def _not_a_chain_file(directory: str) -> str:
