@@ -538,11 +538,12 @@ def test_a_chain_with_check_errors_does_not_start(tmp_path: Path) -> None:
 
 def test_inputs_are_checked_before_the_run(tmp_path: Path) -> None:
     text = "inputs:\n  n: {type: integer}\nsteps: [test.echo]\n"
-    with pytest.raises(UsageError, match="missing input 'n'"):
+    # in the words of the Python API (the CLI says --input: tests/test_api_errors.py)
+    with pytest.raises(UsageError, match=r"inputs\['n'\]: missing"):
         run(tmp_path, text)
-    with pytest.raises(UsageError, match="input 'n': 'x' is not of type 'integer'"):
+    with pytest.raises(UsageError, match=r"inputs\['n'\]: 'x' is not of type 'integer'"):
         run(tmp_path, text, {"n": "x"})
-    with pytest.raises(UsageError, match="unknown input 'm'"):
+    with pytest.raises(UsageError, match=r"inputs\['m'\]: the chain declares no such input"):
         run(tmp_path, text, {"n": 1, "m": 2})
 
 

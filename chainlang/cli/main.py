@@ -49,7 +49,9 @@ def _guarded(fn: Callable[[], int]) -> None:
     try:
         code = fn()
     except UsageError as exc:
-        _usage_exit(str(exc))
+        from chainlang.cli.words import cli_message
+
+        _usage_exit(cli_message(exc))
     except (KeyboardInterrupt, BrokenPipeError):
         sys.exit(130 if sys.exc_info()[0] is KeyboardInterrupt else 0)
     except (SystemExit, click.exceptions.Exit, click.ClickException):

@@ -19,6 +19,7 @@ from chainlang.runtime.context import Clock, RunContext
 from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, ToolFailed, error_of
 from chainlang.runtime.state import StepClock
 from chainlang.runtime.tool_context import build_tool_context
+from chainlang.status import TOOL_ERROR
 
 if TYPE_CHECKING:
     from chainlang.compile import ExecutionGraph
@@ -192,6 +193,13 @@ def stops_the_process(exc: BaseException) -> bool:
         if code is not None and getattr(func, "__code__", None) is code:
             return True
     return False
+
+
+def tool_failure(run: "RunState", ipath: str, exc: BaseException) -> dict[str, Any]:
+    """The `tool_error` of step `ipath` whose tool raised `exc` in this process; `exc` itself
+    is kept on the run (not in the transcript), to be the cause of the API's RunFailed."""
+    run.exceptions[ipath] = exc
+    return error_of(TOOL_ERROR, tool_message(exc))
 
 
 def tool_message(exc: BaseException) -> str:

@@ -67,6 +67,9 @@ class RunState:
     # (runtime/waiting.py); Temporal gives one that waits for a signal with a timer
     waiter: Any = None
     detach: bool = False  # `run --detach`: the run ends as `waiting` at its first wait
+    # step path → the exception its tool last raised in this process: in memory only (never
+    # recorded), for the API's RunFailed.__cause__ (chainlang.runtime.raising)
+    exceptions: dict[str, BaseException] = field(default_factory=dict, repr=False)
     _merged: dict[tuple[int, int], "HookSet"] = field(default_factory=dict, repr=False)
 
     def merged_hooks(self, outer: "HookSet | None", own: "HookSet") -> "HookSet":

@@ -24,7 +24,7 @@ from chainlang.journal.records import Decide, StepFinished, StepStarted
 from chainlang.runtime.events import EventRuntime, prepare_event
 from chainlang.runtime.interceptors import Refused, StepInfo
 from chainlang.runtime.calls import Watch, guarded
-from chainlang.runtime.invoke import abandoned_text, stops_the_process, tool_message
+from chainlang.runtime.invoke import abandoned_text, stops_the_process, tool_failure
 from chainlang.runtime.outcomes import (
     ChainBroken,
     ChainFailed,
@@ -42,8 +42,8 @@ from chainlang.runtime.outcomes import (
 )
 from chainlang.runtime.scope import Rec, Scope, accessor
 from chainlang.runtime.threads import reading, reads_ahead  # thread[EXPR] on Temporal: fetched, then evaluated
-from chainlang.status import (CANCELLED, DECIDE, EXPRESSION, FAILED, LIMIT, OK, PARAMS, RESULT, TIMEOUT, TOOL_ERROR,
-                              UNAVAILABLE, StepStatus)
+from chainlang.status import (CANCELLED, DECIDE, EXPRESSION, FAILED, LIMIT, OK, PARAMS, RESULT, TIMEOUT, UNAVAILABLE,
+                              StepStatus)
 from chainlang.runtime.step_error import StepError, error_of_step_error
 from chainlang.runtime.retry_policy import MAX_RETRY_DELAY, retry_delay, tries_again
 from chainlang.runtime.durable_wait import wait_left
@@ -241,7 +241,7 @@ class StepPipeline:
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling() == 0:  # the tool raised it: not a cancellation
-                return None, error_of(TOOL_ERROR, tool_message(exc) or "CancelledError")
+                return None, tool_failure(self.run, ipath, exc)
             self.run.record(StepFinished(ipath, name, CANCELLED, None, error_of(
                 CANCELLED, "cancelled: another branch failed or the run stopped" + abandoned_text(name, watch),
                 **_abandoned(watch)), ms_since(start), attempt))
@@ -251,7 +251,7 @@ class StepPipeline:
             if deadline is not None and deadline.expired():
                 return None, error_of(TIMEOUT, f"{name} took longer than its timeout ({seconds(node.timeout or 0)})"
                                       + abandoned_text(name, watch), **_abandoned(watch))
-            return None, error_of(TOOL_ERROR, tool_message(exc))  # raised by the tool itself (a socket timeout...)
+            return None, tool_failure(self.run, ipath, exc)  # raised by the tool itself (a socket timeout...)
         except LimitExceeded as exc:
             self.finish(node, scope, ipath, params, start, attempt, error_of(LIMIT, exc.message))
             raise
@@ -263,13 +263,13 @@ class StepPipeline:
         except (KeyboardInterrupt, SystemExit) as exc:
             if stops_the_process(exc):  # Ctrl-C, or a signal handler of the process: not the tool's doing
                 raise
-            return None, error_of(TOOL_ERROR, tool_message(exc))  # the tool's own: its failure, like any other
+            return None, tool_failure(self.run, ipath, exc)  # the tool's own: its failure, like any other
         except ToolFailed as exc:  # failed on a Temporal worker, which made the error: kept as it is
             return None, error_of(exc.kind, exc.message)
         except StepError as exc:  # the tool's own error type (chainlang.StepError)
             return None, error_of_step_error(exc)
         except BaseException as exc:  # any other exception of a tool is its failure, not the run's end
-            return None, error_of(TOOL_ERROR, tool_message(exc))
+            return None, tool_failure(self.run, ipath, exc)
 
     @staticmethod
     def check_result(rt: EventRuntime, result: Any) -> tuple[Any, str | None]:
