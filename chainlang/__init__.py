@@ -18,6 +18,20 @@ __all__ = [
     "Registry",
     "RunContext",
     "UsageError",
+    "ToolSource",
+    "ChainlangError",
+    "InputError",
+    "InputProblem",
+    "ConfigError",
+    "RegistryError",
+    "RunInUse",
+    "ChainInvalid",
+    "RunError",
+    "RunFailed",
+    "ModelError",
+    "LimitExceeded",
+    "RunInterrupted",
+    "RunWaiting",
     "open_project",
     "open_project_sync",
     "resume_emit",
@@ -48,7 +62,10 @@ if TYPE_CHECKING:
     from chainlang.api import Chain, Project, open_project, open_project_sync
     from chainlang.api.oneshot import (emit, emit_async, resume, resume_async, resume_emit, resume_emit_async,
                                        resume_run, resume_run_async, run, run_async)
-    from chainlang.errors import UsageError
+    from chainlang.errors import (ChainInvalid, ChainlangError, ConfigError, InputError, InputProblem,
+                                  LimitExceeded, ModelError, RegistryError, RunError, RunFailed, RunInterrupted,
+                                  RunInUse, RunWaiting, UsageError)
+    from chainlang.registry.objects import ToolSource
     from chainlang.pipeline import CheckResult
     from chainlang.registry.registry import Registry
     from chainlang.runtime.context import RunContext
@@ -71,6 +88,20 @@ _LAZY = {
     "RunContext": ("chainlang.runtime.context", "RunContext"),
     "Outcome": ("chainlang.status", "Outcome"),
     "UsageError": ("chainlang.errors", "UsageError"),
+    "ToolSource": ("chainlang.registry.objects", "ToolSource"),
+    "ChainlangError": ("chainlang.errors", "ChainlangError"),
+    "InputError": ("chainlang.errors", "InputError"),
+    "InputProblem": ("chainlang.errors", "InputProblem"),
+    "ConfigError": ("chainlang.errors", "ConfigError"),
+    "RegistryError": ("chainlang.errors", "RegistryError"),
+    "RunInUse": ("chainlang.errors", "RunInUse"),
+    "ChainInvalid": ("chainlang.errors", "ChainInvalid"),
+    "RunError": ("chainlang.errors", "RunError"),
+    "RunFailed": ("chainlang.errors", "RunFailed"),
+    "ModelError": ("chainlang.errors", "ModelError"),
+    "LimitExceeded": ("chainlang.errors", "LimitExceeded"),
+    "RunInterrupted": ("chainlang.errors", "RunInterrupted"),
+    "RunWaiting": ("chainlang.errors", "RunWaiting"),
     "Diagnostic": ("chainlang.diagnostics", "Diagnostic"),
     "event": ("chainlang.registry.decorator", "event"),
     "hook": ("chainlang.registry.hooks", "hook"),

@@ -177,6 +177,8 @@ def default_registry(tools: Sequence["ToolSource"] = (), start_dir: Path | None 
     try:
         return build_registry(tools, start_dir, origin=origin)
     except RegistryError as exc:
+        if isinstance(exc, UsageError):  # a ConfigError: the caller may catch it by its class
+            raise
         raise UsageError(str(exc)) from None
 
 
@@ -205,6 +207,8 @@ def context_files(start_dir: Path | None, exclude: set[str],
     try:
         config = find_project_config(start_dir)
     except RegistryError as exc:
+        if isinstance(exc, UsageError):  # a ConfigError: the caller may catch it by its class
+            raise
         raise UsageError(str(exc)) from None
     root = Path(config.root) if config is not None else (start_dir or Path.cwd())
     dirs = [str(Path(config.root) / d) for d in (getattr(config, "chains", None) or [])] if config is not None else []

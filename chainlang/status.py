@@ -12,12 +12,12 @@ Like `chainlang.errors`, this module imports nothing from chainlang: every layer
 from __future__ import annotations
 
 import re
-from typing import Any, Collection, Final, Literal, Mapping, get_args
+from typing import Any, Collection, Final, Literal, Mapping, TypeGuard, get_args
 
 __all__ = [
-    "ERROR_TYPE_FORM", "ERROR_TYPES", "EXIT_CODES", "HOOK_STATUSES", "NEVER_RETRIED", "RESERVED_TYPES", "RESUMABLE", "RETRIED", "RUN_STATUSES",
+    "ERROR_TYPE_FORM", "ERROR_TYPES", "EXIT_CODES", "HOOK_STATUSES", "NEVER_RETRIED", "OUTCOMES", "RESERVED_TYPES", "RESUMABLE", "RETRIED", "RUN_STATUSES",
     "STEP_STATUSES",
-    "ErrorType", "HookStatus", "Outcome", "RunStatus", "StepStatus", "retryable",
+    "ErrorType", "HookStatus", "Outcome", "RunStatus", "StepStatus", "is_outcome", "retryable",
 ]
 
 # -- statuses
@@ -48,6 +48,12 @@ RUN_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
 RESUMABLE: frozenset[str] = frozenset({INTERRUPTED, WAITING})
 STEP_STATUSES: frozenset[str] = frozenset(get_args(StepStatus))
 HOOK_STATUSES: frozenset[str] = frozenset(get_args(HookStatus))
+OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
+
+
+def is_outcome(value: object) -> TypeGuard[Outcome]:
+    """Whether `value` (a status read from outside: a serve reply, a worker's result) is an Outcome."""
+    return isinstance(value, str) and value in OUTCOMES
 
 #: the exit status of `chainlang run`, `emit` and `resume` for each outcome
 EXIT_CODES: Final[Mapping[str, int]] = {OK: 0, BROKEN: 0, DUPLICATE: 0, FAILED: 1, INVALID: 1, INTERRUPTED: 1,

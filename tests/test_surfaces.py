@@ -418,5 +418,5 @@ def test_run_or_resume_of_a_directory_is_a_usage_error(tmp_path: Path) -> None:
     line = one_error_line(resume_dir)
     assert "runs/: is a directory, not a transcript" in line and "chainlang resume runs/one.jsonl" in line, line
     assert "empty: is a directory, not a transcript" in one_error_line(resume_empty)
-    assert "--transcript runs: is a directory" in one_error_line(transcript_dir)
+    assert "transcript runs: is a directory" in one_error_line(transcript_dir)
 

@@ -29,7 +29,7 @@ class Chain:
         if prepared.graph is None:
             from chainlang.errors import ChainInvalid
 
-            raise ChainInvalid(prepared.diagnostics, prepared.sources)
+            raise ChainInvalid(prepared.diagnostics, what=f"the chain {prepared.path.name}")
 
     @property
     def name(self) -> str | None:
@@ -81,9 +81,9 @@ class Chain:
         project = self.project
         project._check_open()
         if inputs is not None and not isinstance(inputs, Mapping):
-            from chainlang.errors import InputError
+            from chainlang.errors import UsageError
 
-            raise InputError(None, f"inputs must be a dict of input names to values, not {type(inputs).__name__}")
+            raise UsageError(f"inputs must be a dict of input names to values, not {type(inputs).__name__}")
         result = await start_run(
             self.prepared, project.engine, dict(inputs or {}), now=now, transcript=transcript,
             runs_dir=project.runs_dir, tools=project.tool_refs, notify=notify or project.notify, decider=decider,

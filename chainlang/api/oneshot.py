@@ -67,9 +67,7 @@ async def run_async(path: str | os.PathLike[str], inputs: Mapping[str, Any] | No
 
     given = _tools(tools)
     if inputs is not None and not isinstance(inputs, Mapping):
-        from chainlang.errors import InputError
-
-        raise InputError(None, f"inputs must be a dict of input names to values, not {type(inputs).__name__}")
+        raise UsageError(f"inputs must be a dict of input names to values, not {type(inputs).__name__}")
     prepared = await asyncio.to_thread(_prepare, path, given)
     result = await start_run(prepared, engine_for(prepared.config), dict(inputs or {}), now=now,
                              transcript=transcript, tools=_refs(given), notify=notify, decider=decider,
@@ -142,8 +140,10 @@ async def resume_run_async(transcript: str | os.PathLike[str], *, tools: Tools |
                            notify: Callable[[str], None] | None = None, decider: Any = None, detach: bool = False,
                            answers: Mapping[str, Any] | None = None, raise_on_failure: bool = False) -> "RunResult":
     """`resume_async` of a run's transcript (UsageError for an emit's)."""
+    from chainlang.api.project import refuse_other_kind
     from chainlang.runtime.runner import RunResult
 
+    await asyncio.to_thread(refuse_other_kind, Path(transcript), "run")
     result = await resume_async(transcript, tools=tools, rerun=rerun, skip=skip, notify=notify, decider=decider,
                                 detach=detach, answers=answers, raise_on_failure=raise_on_failure)
     if not isinstance(result, RunResult):
@@ -155,8 +155,10 @@ async def resume_emit_async(transcript: str | os.PathLike[str], *, tools: Tools 
                             notify: Callable[[str], None] | None = None, decider: Any = None,
                             raise_on_failure: bool = False) -> "EmitResult":
     """`resume_async` of an emit's transcript (UsageError for a run's)."""
+    from chainlang.api.project import refuse_other_kind
     from chainlang.runtime.emit import EmitResult
 
+    await asyncio.to_thread(refuse_other_kind, Path(transcript), "emit")
     result = await resume_async(transcript, tools=tools, notify=notify, decider=decider,
                                 raise_on_failure=raise_on_failure)
     if not isinstance(result, EmitResult):

@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
 from chainlang.api.chain import Chain
 from chainlang.errors import UsageError
@@ -27,6 +27,7 @@ from chainlang.errors import UsageError
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from chainlang.api.oneshot import Tools
     from chainlang.config.project import ProjectConfig
     from chainlang.registry.objects import ToolSource
     from chainlang.registry.registry import Registry
@@ -41,7 +42,7 @@ ORIGIN = "given with tools="  # how the caller's tools are named in error messag
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-async def open_project(path: str | os.PathLike[str] | None = None, *, tools: Sequence["ToolSource"] = (),
+async def open_project(path: str | os.PathLike[str] | None = None, *, tools: "Tools" = (),
                        models: Mapping[str, Any] | None = None, transcripts: str | os.PathLike[str] | None = None,
                        notify: Callable[[str], None] | None = None) -> "Project":
     """Open the project at `path` (a directory; None: the working directory), reading its
@@ -56,16 +57,18 @@ async def open_project(path: str | os.PathLike[str] | None = None, *, tools: Seq
     Raises ConfigError for a chainlang.toml or `models` that does not follow its schema,
     and UsageError (ToolLoadError's message) for tools that cannot be used."""
     _tools_list(tools)
+    _models_table(models)
     return await asyncio.to_thread(_open, path, tools, models, transcripts, notify)
 
 
-def open_project_sync(path: str | os.PathLike[str] | None = None, *, tools: Sequence["ToolSource"] = (),
+def open_project_sync(path: str | os.PathLike[str] | None = None, *, tools: "Tools" = (),
                       models: Mapping[str, Any] | None = None, transcripts: str | os.PathLike[str] | None = None,
                       notify: Callable[[str], None] | None = None) -> "Project":
     """`open_project` for code without an event loop (a script, a sync test): the same
     project, with `with open_project_sync(...) as project:`, `chain.run_sync(...)` and
     `project.emit_sync(...)`."""
     _tools_list(tools)
+    _models_table(models)
     return _open(path, tools, models, transcripts, notify)
 
 
@@ -74,6 +77,14 @@ def _tools_list(tools: object) -> None:
         raise UsageError(f"tools= takes a list (e.g. tools=[greet, 'mypkg.tools']), not {type(tools).__name__} "
                          f"{tools!r}" if isinstance(tools, str) else
                          f"tools= takes a list (e.g. tools=[greet, 'mypkg.tools']), not {type(tools).__name__}")
+
+
+def _models_table(models: object) -> None:
+    if models is not None and not isinstance(models, Mapping):
+        from chainlang.errors import ConfigError
+
+        raise ConfigError(f"models= takes a dict like chainlang.toml's [models] table (e.g. models={{'heavy': "
+                          f"{{'provider': 'openai', 'base_url': ..., 'model': ...}}}}), not {type(models).__name__}")
 
 
 def _open(path: str | os.PathLike[str] | None, tools: Sequence["ToolSource"], models: Mapping[str, Any] | None,
@@ -107,6 +118,21 @@ def _with_models(config: "ProjectConfig | None", root: Path, models: Mapping[str
                           "chainlang.toml's [models] table: heavy, fast, light, memory)") from None
     base = config if config is not None else ProjectConfig(path=root / "chainlang.toml")
     return dataclasses.replace(base, models=table)
+
+
+def refuse_other_kind(transcript: Path, expect: Literal["run", "emit"], prefix: str = "") -> None:
+    """UsageError, before anything is resumed, when `transcript` records an emit and a run
+    was expected (`expect` "run") or the other way round. (Its first record only says
+    which; the resume verifies the transcript.)"""
+    from chainlang.runtime.resume import recorded_start
+
+    if not transcript.is_file():
+        return  # the resume says what is wrong with it
+    _, emitted = recorded_start(transcript)
+    if expect == "run" and emitted:
+        raise UsageError(f"{transcript} is the transcript of an emit: continue it with {prefix}resume_emit()")
+    if expect == "emit" and not emitted:
+        raise UsageError(f"{transcript} is the transcript of a run: continue it with {prefix}resume_run()")
 
 
 class Project:
@@ -183,8 +209,9 @@ class Project:
     def chain(self, name: str | os.PathLike[str]) -> Chain:
         """The chain named `name` (`chain:` of a file in one of the project's `chains`
         directories) or the chain file at path `name` (relative to the project), checked
-        and compiled once: later calls return the same Chain. Raises ChainInvalid (with
-        its `.diagnostics`) for a chain with errors, UsageError for one that is not there."""
+        and compiled once: later calls for the same file (by its name or its path) return the
+        same Chain. Raises ChainInvalid (with its `.diagnostics`) for a chain with errors,
+        UsageError for one that is not there."""
         self._check_open()
         key = os.fspath(name)
         found = self._chains.get(key)
@@ -205,8 +232,9 @@ class Project:
                 "it has no named chains (list their directories in chainlang.toml's `chains`)")
             raise UsageError(f"project.chain({key!r}): no chain of that name in {self.root} ({known}); "
                              "or give the path of a chain file (name.chain.yaml)")
-        made = Chain(self, prepare_loaded(self.base, loaded, path))
-        self._chains[key] = made
+        same_file = self._chains.get(str(path.resolve()))  # asked for before by its other name or path
+        made = same_file if same_file is not None else Chain(self, prepare_loaded(self.base, loaded, path))
+        self._chains[key] = self._chains[str(path.resolve())] = made
         return made
 
     def chain_from_text(self, text: str, *, name: str = "text") -> Chain:
@@ -230,15 +258,15 @@ class Project:
     async def emit(self, event: str, data: Any = None, *, id: str | None = None, now: "datetime | str | None" = None,
                    transcript: str | os.PathLike[str] | None = None, notify: Callable[[str], None] | None = None,
                    raise_on_failure: bool = False) -> "EmitResult":
-        """Fire external event `event` with `data` (its payload): the project's `post:` hooks
-        on it run, and the runs waiting for it get it. `id` makes it idempotent (an id seen
-        before is a `duplicate`). Returns how its hooks' actions ended."""
+        """Fire external event `event` with `data` (its payload; None is `{}`): the project's
+        `post:` hooks on it run, and the runs waiting for it get it. `id` makes it idempotent
+        (an id seen before is a `duplicate`). Returns how its hooks' actions ended."""
         self._check_open()
         from chainlang.runtime.emit import emit_async
 
         hooks = await self._hooks_in_force()
-        result = await emit_async(event, data, id=id, project=self.root, registry=self.registry, now=now,
-                                  transcript=transcript, notify=notify or self.notify,
+        result = await emit_async(event, {} if data is None else data, id=id, project=self.root,
+                                  registry=self.registry, now=now, transcript=transcript, notify=notify or self.notify,
                                   engine_for=lambda config: self.engine, loaded=hooks)
         if raise_on_failure:
             result.raise_for_status()
@@ -251,7 +279,7 @@ class Project:
         run again; `rerun`/`skip` decide about a step whose effect is unknown)."""
         from chainlang.runtime.runner import RunResult
 
-        result = await self._resume(transcript, rerun, skip, notify, answers)
+        result = await self._resume(transcript, rerun, skip, notify, answers, expect="run")
         if not isinstance(result, RunResult):
             raise UsageError(f"{os.fspath(transcript)} is the transcript of an emit: continue it with "
                              "project.resume_emit()")
@@ -265,7 +293,7 @@ class Project:
         finished are not run again)."""
         from chainlang.runtime.emit import EmitResult
 
-        result = await self._resume(transcript, (), (), notify, None)
+        result = await self._resume(transcript, (), (), notify, None, expect="emit")
         if not isinstance(result, EmitResult):
             raise UsageError(f"{os.fspath(transcript)} is the transcript of a run: continue it with "
                              "project.resume_run()")
@@ -274,13 +302,15 @@ class Project:
         return result
 
     async def _resume(self, transcript: str | os.PathLike[str], rerun: Sequence[str], skip: Sequence[str],
-                      notify: Callable[[str], None] | None, answers: Mapping[str, Any] | None) -> Any:
+                      notify: Callable[[str], None] | None, answers: Mapping[str, Any] | None, *,
+                      expect: Literal["run", "emit"]) -> Any:
         self._check_open()
         if isinstance(rerun, str) or isinstance(skip, str):
             raise UsageError("rerun= and skip= take lists of step ids or paths, e.g. rerun=['send']")
         where = Path(transcript)
         if not where.is_absolute() and not where.exists():
             where = self.root / where
+        await asyncio.to_thread(refuse_other_kind, where, expect, "project.")
         return await self.engine.resume(where, registry=self.registry, rerun=list(rerun), skip=list(skip),
                                         notify=notify or self.notify, answers=dict(answers) if answers else None)
 

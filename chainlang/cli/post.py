@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from chainlang.errors import UsageError
+from chainlang.status import is_outcome
 
 TIMEOUT = 600.0  # seconds to wait for the hooks' actions (with wait); the connection itself: 10 s
 
@@ -99,6 +100,9 @@ def post_command(to: str, name: str, data_text: str, key: str | None, as_json: b
         return 0
     if reply.status_code == 200:
         status = str(body.get("status"))
+        if not is_outcome(status):
+            raise UsageError(f"{to} answered with the status {status!r}, which this chainlang does not know: "
+                             "is serve a newer version?")
         previous: dict[str, Any] = body["previous"] if isinstance(body.get("previous"), dict) else {}
         transcript = body.get("transcript") or (previous.get("transcript") if status == "duplicate" else None)
         result = EmitResult(body.get("run_id"), str(body.get("event", name)), status,

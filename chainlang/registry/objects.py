@@ -9,6 +9,11 @@ imported a second time (so the tools share the application's module state).
   `tools.greet`); `{"app.greet": greet}` names it explicitly;
 - a module contributes its `@event` tools and its hooks, as a module name would;
 - a string is a module name or a `.py` file, loaded as `chainlang.toml`'s `tools` are.
+
+A name is never guessed where it would mislead: a lambda or a callable object (no name
+to derive one from), a plain function whose derived name is a standard event's
+(`user_notify` → `user.notify`) and a class are refused (ToolLoadError) with what to give
+instead, e.g. the mapping `{"app.notify": user_notify}`.
 """
 
 from __future__ import annotations
@@ -65,7 +70,10 @@ def tool_specs(tools: Sequence[ToolSource], base_dir: Path, *, origin: str = "gi
                 found.append(_function_spec(fn, name, origin))
         elif isinstance(item, HookDef):
             found.append(item.with_source(origin))
-        elif callable(item) and not isinstance(item, type):
+        elif isinstance(item, type):
+            raise ToolLoadError(f"{item.__qualname__} ({origin}) is a class, not a tool: give a function, or the "
+                                f"bound method of an instance (tools=[{item.__qualname__.lower()}.method])")
+        elif callable(item):
             found.append(_function_spec(item, None, origin))
         else:
             raise ToolLoadError(f"{item!r} ({origin}) is not a tool: give a function, a bound method, a module, "
@@ -84,10 +92,7 @@ def _function_spec(fn: Any, name: str | None, origin: str) -> EventSpec:
             raise ToolLoadError(f"tools= {{{name!r}: {label}}}: {problem}")
     if declared is not None and not isinstance(fn, MethodType):
         return declared if name is None or name == declared.name else dataclasses.replace(declared, name=name)
-    event_name = name or (declared.name if declared is not None else derived_name(fn))
-    if declared is None and name is None and event_name_problem(event_name) is not None:
-        raise ToolLoadError(f"{label} ({origin}): cannot name an event after it ({event_name_problem(event_name)}); "
-                            f"give it a name: tools=[{{'app.action': {getattr(fn, '__name__', 'fn')}}}]")
+    event_name = name or (declared.name if declared is not None else _name_after(fn, label, origin))
     try:
         if declared is not None:  # a bound method of an @event method: the same event, called on its object
             spec = build_spec(fn, event_name, description=declared.description, result=declared.result_schema,
@@ -96,6 +101,30 @@ def _function_spec(fn: Any, name: str | None, origin: str) -> EventSpec:
             spec = build_spec(fn, event_name)
     except (TypeError, ValueError) as exc:
         raise ToolLoadError(f"{label} ({origin}): {exc}") from None
-    if inspect.ismethod(fn):
+    if declared is None:  # named here: say which function, for a clash ("declared twice: in ... and in ...")
+        spec = dataclasses.replace(spec, source=f"{getattr(fn, '__module__', '') or ''}.{label} ({origin})")
+    elif inspect.ismethod(fn):
         spec = dataclasses.replace(spec, source=f"{getattr(fn, '__module__', '') or ''}")
     return spec
+
+
+def _name_after(fn: Any, label: str, origin: str) -> str:
+    """The event name derived from a plain function's name; ToolLoadError when it has no
+    usable name (a lambda, a callable object) or when the name is a standard event's."""
+    own = getattr(fn, "__name__", None)
+    if not isinstance(own, str) or not own.isidentifier():  # a lambda's "<lambda>", a partial's none
+        what = "a lambda" if own == "<lambda>" else f"{label}"
+        raise ToolLoadError(f"{what} ({origin}) has no name to name an event after; give it one with a mapping: "
+                            "tools=[{'app.action': fn}]")
+    event_name = derived_name(fn)
+    problem = event_name_problem(event_name)
+    if problem is not None:
+        raise ToolLoadError(f"{label} ({origin}): cannot name an event after it ({problem}); "
+                            f"give it a name: tools=[{{'app.action': {own}}}]")
+    from chainlang.registry.stdlib import stdlib_specs
+
+    if any(spec.name == event_name for spec in stdlib_specs()):
+        raise ToolLoadError(f"{label} ({origin}) would be the event {event_name!r}, which is a standard event of "
+                            f"chainlang; give yours another name: tools=[{{'app.{event_name.partition('.')[2]}': "
+                            f"{own}}}] (or rename the function)")
+    return event_name

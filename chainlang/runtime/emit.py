@@ -12,7 +12,7 @@ earlier emit was interrupted, continues it from its transcript.
 
 from __future__ import annotations
 
-from chainlang.status import RESUMABLE
+from chainlang.status import RESUMABLE, Outcome
 
 import hashlib
 import os
@@ -50,7 +50,7 @@ class EmitResult:
 
     run_id: str | None
     event: str
-    status: str
+    status: Outcome
     fired: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
     transcript: Path | None = None
@@ -64,6 +64,18 @@ class EmitResult:
     @property
     def ok(self) -> bool:
         return self.status in ("ok", "duplicate")
+
+    def raise_for_status(self) -> None:
+        """Raise the error of an emit that did not succeed; return for `ok` and `duplicate`.
+
+        `invalid`: InputError when the data does not fit the event's payload schema (`errors`),
+        else ChainInvalid (the hooks do not check: `diagnostics`); `failed`: RunFailed (an
+        action's error, with no `__cause__`: the hooks' tools are not kept); `limit`:
+        LimitExceeded; `interrupted`: RunInterrupted; `waiting`: RunWaiting. Each carries
+        this result as `.result`."""
+        from chainlang.runtime.raising import raise_for_status
+
+        raise_for_status(self)
 
     @property
     def exit_code(self) -> int:
@@ -96,6 +108,8 @@ def load_project(start: Path, tools: Sequence[str] = (), registry: "Registry | N
     try:
         config = find_project_config(start)
     except RegistryError as exc:
+        if isinstance(exc, UsageError):  # a ConfigError: the caller may catch it by its class
+            raise
         raise UsageError(str(exc)) from None
     root = Path(config.root) if config is not None else start
     registry = registry if registry is not None else default_registry(tools, start)
@@ -173,7 +187,7 @@ async def emit_async(
     of reading them again."""
     from chainlang.runtime.admission import new_run_id, parse_now, project_key, run_secrets, take_lock
     from chainlang.runtime.engine import FireJob, embedded_only
-    from chainlang.runtime.session import stderr_note
+    from chainlang.runtime.session import log_note
 
     if loaded is None:
         start = Path(project) if project is not None else Path.cwd()
@@ -220,7 +234,7 @@ async def emit_async(
     try:  # §15: the runs waiting for it get it first, recorded in the store before anything runs
         delivered = deliver_to_waits(loaded.root, name, data, id if id is not None else run_id)
         for problem in await engine.wake(loaded.root, delivered):  # runs on Temporal get a signal
-            (notify or stderr_note)(problem)
+            (notify or (progress.note if progress is not None else log_note))(problem)
     except BaseException:
         release_unused(lock, where)
         raise

@@ -65,6 +65,8 @@ def project_base(start_dir: Path, tools: Sequence["ToolSource"] = (), registry: 
     try:
         config = find_project_config(start_dir)
     except RegistryError as exc:
+        if isinstance(exc, UsageError):  # a ConfigError: the caller may catch it by its class
+            raise
         raise UsageError(str(exc)) from None
     registry = registry if registry is not None else default_registry(tools, start_dir, origin=origin)
     context = context_files(start_dir, set(), stored_hook_files)

@@ -12,12 +12,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from chainlang.errors import UsageError
+from chainlang.errors import InputError, UsageError
 from chainlang.runtime.admission import RUNS_DIR, new_run_id, parse_now, project_key, run_secrets, take_lock
 from chainlang.runtime.host import EXIT_CODES, exit_code  # EXIT_CODES: chainlang.status's, kept importable here
 from chainlang.runtime.inputs import check_inputs
 from chainlang.runtime.prepare import Prepared, prepare
 from chainlang.redaction import Redactor
+from chainlang.status import Outcome
 
 if TYPE_CHECKING:
     from chainlang.journal.lock import RunLock
@@ -38,7 +39,7 @@ class RunResult:
     the run's redaction service, for whatever else shows the run (the CLI's diagnostics)."""
 
     run_id: str | None
-    status: str
+    status: Outcome
     outputs: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     transcript: Path | None = None
@@ -46,10 +47,25 @@ class RunResult:
     diagnostics: list["Diagnostic"] = field(default_factory=list)
     sources: dict[str, Any] = field(default_factory=dict, repr=False)  # file → SourceFile, for showing diagnostics
     secrets: Redactor = field(default_factory=Redactor, repr=False, compare=False)
+    # what the tool of the step that failed the run raised, when it ran in this process (the
+    # embedded engine): in memory only, never in the transcript; None on Temporal
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.status in ("ok", "broken")
+
+    def raise_for_status(self) -> None:
+        """Raise the error of a run that did not succeed; return for `ok` and `broken`.
+
+        `invalid`: ChainInvalid (with the checker's `diagnostics`); `failed`: RunFailed
+        (ModelError when a model could not answer) with the step, its error type, and the
+        tool's exception as `__cause__` when the tool ran in this process (not on a Temporal
+        worker: then only its message, in `error`); `limit`: LimitExceeded; `interrupted`:
+        RunInterrupted; `waiting`: RunWaiting. Each carries this result as `.result`."""
+        from chainlang.runtime.raising import raise_for_status
+
+        raise_for_status(self)
 
     @property
     def exit_code(self) -> int:
@@ -118,6 +134,8 @@ async def start_run(
         values = check_inputs(prepared.graph, dict(inputs or {}))
     except UsageError as exc:  # it quotes the inputs
         redactor.scrub(exc)
+        if isinstance(exc, InputError):  # and so do its fields, which the CLI shows
+            exc.mask(redactor.mask)
         raise
     from chainlang.runtime.prepare import secrets_of
     from chainlang.runtime.secret_refs import CURRENT as SECRETS
@@ -134,13 +152,14 @@ async def start_run(
     where = (Path(transcript) if transcript is not None
              else (runs_dir if runs_dir is not None else prepared.root / RUNS_DIR) / f"{run_id}.jsonl")
     if transcript is not None and where.is_dir():
-        raise UsageError(f"--transcript {transcript}: is a directory; give the path of a new file, "
+        raise UsageError(f"transcript {transcript}: is a directory; give the path of a new file, "
                          f"e.g. {os.path.join(str(transcript), run_id + '.jsonl')}")
     if transcript is not None and where.exists() and where.stat().st_size > 0:
-        raise UsageError(f"{where}: the transcript exists already; give a new path (resume a run with chainlang resume)")
+        raise UsageError(f"{where}: the transcript exists already; give a new path (an interrupted run is "
+                         "continued by resuming its transcript)")
     started_at = (pinned or datetime.now().astimezone()).isoformat()
     header = {
-        "chain": prepared.graph.name, "file": str(prepared.path.resolve()), "file_sha256": prepared.digest,
+        "chain": prepared.graph.name, "file": prepared.resolved or str(prepared.path.resolve()), "file_sha256": prepared.digest,
         "inputs": values, "now": pinned.isoformat() if pinned else None, "started_at": started_at,
         "tools": list(tools or ()), "resumed": False,
     }
@@ -168,9 +187,13 @@ async def execute(engine: "Engine", job: "RunJob", where: Path, progress: "Progr
     from chainlang.runtime.decide import close_decider
     from chainlang.runtime.session import Session
 
+    from chainlang.runtime.raising import KEPT, kept_exception
+
     made = job.decider is None  # then closed here (a model's pooled connections); a given one is the caller's
     if made:
         job.decider = engine.decider(job.prepared.config)  # before the transcript: a bad [decide] writes nothing
+    kept: dict[str, BaseException] = {}  # filled by the tools that raise in this process (run_chain)
+    sharing = KEPT.set(kept)
     try:
         session = Session(where, job.run_id, redactor, key, lock, progress, notify)
         if on_transcript is not None:
@@ -183,12 +206,17 @@ async def execute(engine: "Engine", job: "RunJob", where: Path, progress: "Progr
         finally:
             session.close()
     finally:
+        KEPT.reset(sharing)
         if made and job.decider is not None:
             await close_decider(job.decider)
     outputs, error = end.outputs, end.error
+    exception = kept_exception(kept, error) if end.status == "failed" else None
     if redactor:  # as the transcript has them
         outputs, error = redactor.redact(outputs), redactor.redact(error)
-    return RunResult(job.run_id, end.status, outputs, error, where, end.duration_ms, secrets=redactor)
+        if exception is not None:
+            redactor.scrub(exception)
+    return RunResult(job.run_id, end.status, outputs, error, where, end.duration_ms, secrets=redactor,
+                     exception=exception)
 
 
 async def run_chain(job: "RunJob", session: "Session") -> "RunEnd":
@@ -209,6 +237,11 @@ async def run_chain(job: "RunJob", session: "Session") -> "RunEnd":
                    interrupted=f"the run was interrupted; continue it with: chainlang resume {session.where}",
                    waiter=StoreWaiter(prepared.root, session.where, job.detach, answers=job.answers))
     run = begin(open_run(spec, host))
+    from chainlang.runtime.raising import KEPT
+
+    kept = KEPT.get()
+    if kept is not None:  # the tools' exceptions go to execute's RunResult (as RunFailed.__cause__)
+        run.state.exceptions = kept
     return await drive(run, lambda: ChainRun(run.state, graph, job.inputs).execute())
 
 

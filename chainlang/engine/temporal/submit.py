@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from chainlang.errors import UsageError
+from chainlang.status import Outcome, is_outcome
 
 if TYPE_CHECKING:
     from chainlang.config.engine import EngineConfig
@@ -101,8 +102,12 @@ async def emit_ended(project: Any, run_id: str, event: str, where: Any) -> "Emit
     outcome = await outcome_of(project.config.engine, run_id) or {
         "status": "failed", "error": {"type": "temporal", "message": f"no workflow {run_id} on Temporal"}}
     redactor = run_secrets(project.config)
-    return EmitResult(run_id, event, str(outcome.get("status")), redactor.redact(list(outcome.get("fired") or [])),
-                      redactor.redact(outcome.get("error")), where)
+    said, error = outcome.get("status"), outcome.get("error")
+    status: "Outcome" = said if is_outcome(said) else "failed"
+    if status != said:  # not from this version's workflow: kept in the error, not lost
+        error = error or {"type": "temporal", "message": f"the workflow ended {said!r}"}
+    return EmitResult(run_id, event, status, redactor.redact(list(outcome.get("fired") or [])), redactor.redact(error),
+                      where)
 
 
 async def outcome_of(engine: "EngineConfig", run_id: str) -> dict[str, Any] | None:
