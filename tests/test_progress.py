@@ -781,7 +781,7 @@ def test_a_secret_learnt_during_the_run_is_masked_in_later_ok_lines() -> None:
 
 
 def test_the_runner_hands_the_views_typed_records(tmp_path: Path) -> None:
-    import chainlang
+    from chainlang.engine import entry  # the CLI's entry points take a progress view (the public API does not)
 
     class Collect:
         def __init__(self) -> None:
@@ -800,8 +800,8 @@ def test_the_runner_hands_the_views_typed_records(tmp_path: Path) -> None:
     chain = tmp_path / "t.chain.yaml"
     chain.write_text("steps:\n  - test.echo: {value: 1}\n", encoding="utf-8")
     view = Collect()
-    result = chainlang.run(chain, {}, tools=[str(REPO / "tests" / "run" / "run_tools.py")], transcript=tmp_path / "run.jsonl",
-                           progress=view)
+    result = entry.run(chain, {}, tools=[str(REPO / "tests" / "run" / "run_tools.py")], transcript=tmp_path / "run.jsonl",
+                       progress=view)
     assert result.status == "ok"
     kinds = [type(rec) for rec in view.records]
     assert kinds[0] is RunStarted and kinds[-1] is RunFinished and StepFinished in kinds, kinds

@@ -446,13 +446,25 @@ def left_behind() -> int:
     return WORKERS.abandoned + len(_ABANDONED_TASKS) + len(_STUCK_TASKS)
 
 
-def run_loop(main: Coroutine[Any, Any, T]) -> T:
+def run_loop(main: Coroutine[Any, Any, T], name: str | None = None, awaited: str | None = None) -> T:
     """`asyncio.run(main)`, except that its end is bounded: the tasks still running (a
     tool may start some) are cancelled and get GRACE seconds to end, and the threads of
     the loop's default executor (`asyncio.to_thread` in a tool) GRACE seconds too; what is
     still running then is left behind (see `left_behind`). The first Ctrl-C (when the
     caller handles SIGINT the default way) cancels `main`, then KeyboardInterrupt is
-    raised, as with asyncio.run."""
+    raised, as with asyncio.run.
+
+    Called where an event loop runs already (a sync wrapper inside `async def`), it closes
+    `main` unstarted and raises UsageError naming the async form to await: `name` is the
+    sync wrapper's public name (e.g. "chainlang.run"), `awaited` its async form's (by
+    default `name` + "_async"); without them both are derived from `main`."""
+    if _loop_running():
+        sync_name, async_name = _wrapper_names(main, name, awaited)
+        main.close()  # never started: no "coroutine ... was never awaited" warning
+        from chainlang.errors import UsageError
+
+        raise UsageError(f"{sync_name}() was called inside a running event loop; use `await {async_name}(...)` "
+                         "there (a sync wrapper cannot block the loop it is called from)")
     loop = asyncio.new_event_loop()
     executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")  # the default, kept at hand
     loop.set_default_executor(executor)
@@ -495,6 +507,31 @@ def run_loop(main: Coroutine[Any, Any, T]) -> T:
         finally:
             asyncio.set_event_loop(None)
             loop.close()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _wrapper_names(main: Coroutine[Any, Any, Any], name: str | None, awaited: str | None) -> tuple[str, str]:
+    """The sync wrapper's name and its async form's: `chainlang.run` → `chainlang.run_async`;
+    a method's sync form is `X_sync` of the coroutine method `X` (Chain.run_sync → chain.run)."""
+    if name is not None:
+        return name, awaited or f"{name}_async"
+    code = getattr(main, "cr_code", None)
+    qualname = str(getattr(code, "co_qualname", getattr(code, "co_name", "")) or "")
+    if not qualname:
+        return "a chainlang function", "its async form"
+    if "." in qualname:  # a coroutine method: Chain.run is awaited as chain.run(...)
+        owner, _, method = qualname.rpartition(".")
+        owner = owner.rpartition(".")[2]
+        return f"{owner}.{method}_sync", f"{owner[:1].lower()}{owner[1:]}.{method}"
+    sync = qualname.removesuffix("_async")
+    return f"chainlang.{sync}", f"chainlang.{sync}_async"
 
 
 def _end_tasks(loop: asyncio.AbstractEventLoop) -> None:

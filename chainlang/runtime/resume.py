@@ -16,7 +16,7 @@ from chainlang.errors import UsageError
 from chainlang.runtime.prepare import prepare
 from chainlang.runtime.admission import parse_now, project_key, run_secrets, take_lock
 from chainlang.runtime.runner import RunResult, execute, scripted_answers
-from chainlang.runtime.session import stderr_note
+from chainlang.runtime.session import log_note
 
 if TYPE_CHECKING:
     from chainlang.runtime.emit import EmitResult
@@ -125,7 +125,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
     if recorded_tools != given_tools:
         shown = ", ".join(recorded_tools) or "none"
         now = ", ".join(given_tools) or "none"
-        (notify or (progress.note if progress is not None else stderr_note))(
+        (notify or (progress.note if progress is not None else log_note))(
             f"note: the run was started with --tools {shown}; this resume uses --tools {now} (resume imports only "
             "the tools it is given and those of chainlang.toml, never what a transcript names)")
     prepared = prepare(file, given_tools, registry)

@@ -5,6 +5,7 @@ run goes; Temporal's submitter as it reads the workflow's records)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -17,13 +18,19 @@ if TYPE_CHECKING:
     from chainlang.output.progress import ProgressView
     from chainlang.redaction import Redactor
 
-__all__ = ["Session", "stderr_note"]
+__all__ = ["Session", "log_notification", "log_note", "stderr_note"]
+
+# A library writes nothing of its own: what a run tells goes to the caller's `notify`, or
+# else to these loggers, which chainlang never configures. The NullHandler keeps Python's
+# last-resort handler from printing WARNING records on stderr when the app set up no logging.
+logging.getLogger("chainlang").addHandler(logging.NullHandler())
+_run_log = logging.getLogger("chainlang.run")
 
 
 class Session:
     """Open the transcript at `where` for `run_id` (new, or continued by a resume) under
     `lock`; show its records on `progress` and its notifications there (or on `notify`,
-    or stderr). Close it once the run ended."""
+    or else the `chainlang.run` logger at INFO). Close it once the run ended."""
 
     def __init__(self, where: Path, run_id: str, redactor: "Redactor", key: bytes, lock: "RunLock",
                  progress: "ProgressView | None" = None, notify: Callable[[str], None] | None = None) -> None:
@@ -42,7 +49,7 @@ class Session:
         if use_secrets is not None:
             use_secrets(redactor)
         # notifications go through the progress view, so they appear in order with the steps
-        self._shown = notify or (progress.note if progress is not None else stderr_note)
+        self._shown = notify or (progress.note if progress is not None else log_notification)
         self.commit = self.writer.commit
         append = self.writer.append  # every value is JSON by construction (inputs and results are checked)
         if progress is None:
@@ -67,8 +74,20 @@ class Session:
             self.view.close()
 
 
+def log_notification(text: str) -> None:
+    """A notification of a run (user.notify...) for a caller who gave no `notify`: an INFO
+    record of the `chainlang.run` logger."""
+    _run_log.info("%s", text)
+
+
+def log_note(text: str) -> None:
+    """A note about how a run was started or resumed (a changed --tools, a wake that failed)
+    for a caller who gave no `notify`: a WARNING record of the `chainlang.run` logger."""
+    _run_log.warning("%s", text)
+
+
 def stderr_note(text: str) -> None:
-    """A notification on stderr, on one line, control characters made visible."""
+    """A notification on stderr, on one line, control characters made visible (the CLI's)."""
     from chainlang.diagnostics import visible
     from chainlang.redaction import escape_surrogates
 

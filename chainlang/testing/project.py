@@ -80,24 +80,36 @@ class ChainProject:
     def run(self, chain: str, inputs: dict[str, Any] | None = None, *, thread: str | None = None,
             now: str | None = None) -> StepResult:
         """Run the chain file `chain` (relative to the project) to its end, or to its first wait
-        (§15: a test never waits; the run ends as `waiting`, and a later `resume:` step goes on)."""
+        (§15: a test never waits; the run ends as `waiting`, and a later `resume:` step goes on).
+        In an async test, `await project.run_async(...)` instead."""
         from chainlang.runtime.calls import run_loop
+
+        return run_loop(self.run_async(chain, inputs, thread=thread, now=now), name="ChainProject.run")
+
+    async def run_async(self, chain: str, inputs: dict[str, Any] | None = None, *, thread: str | None = None,
+                        now: str | None = None) -> StepResult:
+        """`run`, on the test's own event loop (an async test: `await project.run_async(...)`)."""
         from chainlang.engine.entry import run_async
 
         path = self._inside(chain)
         notes: list[str] = []
-        result = run_loop(run_async(path, inputs or {}, now=now or self.now, registry=self.registry,
-                                    decider=self._decider, notify=notes.append, thread=thread, detach=True))
+        result = await run_async(path, inputs or {}, now=now or self.now, registry=self.registry,
+                                 decider=self._decider, notify=notes.append, thread=thread, detach=True)
         return self._ended(result, notes)
 
     def resume(self, transcript: str | os.PathLike[str]) -> StepResult:
         """Continue a run that ended waiting (or was interrupted), again to its end or next wait."""
         from chainlang.runtime.calls import run_loop
+
+        return run_loop(self.resume_async(transcript), name="ChainProject.resume")
+
+    async def resume_async(self, transcript: str | os.PathLike[str]) -> StepResult:
+        """`resume`, on the test's own event loop."""
         from chainlang.engine.entry import resume_async
 
         notes: list[str] = []
-        result = run_loop(resume_async(transcript, registry=self.registry, decider=self._decider,
-                                       notify=notes.append, detach=True))
+        result = await resume_async(transcript, registry=self.registry, decider=self._decider,
+                                    notify=notes.append, detach=True)
         return self._ended(result, notes)
 
     def _ended(self, result: Any, notes: list[str]) -> StepResult:
@@ -111,12 +123,18 @@ class ChainProject:
     def emit(self, event: str, data: Any = None, *, id: str | None = None, now: str | None = None) -> StepResult:
         """Fire the external event `event` with `data`: the project's hooks run."""
         from chainlang.runtime.calls import run_loop
+
+        return run_loop(self.emit_async(event, data, id=id, now=now), name="ChainProject.emit")
+
+    async def emit_async(self, event: str, data: Any = None, *, id: str | None = None,
+                         now: str | None = None) -> StepResult:
+        """`emit`, on the test's own event loop."""
         from chainlang.engine.entry import emit_async
 
         notes: list[str] = []
-        result = run_loop(emit_async(event, {} if data is None else data, id=id, project=self.root,
-                                     registry=self.registry, now=now or self.now, decider=self._decider,
-                                     notify=notes.append))
+        result = await emit_async(event, {} if data is None else data, id=id, project=self.root,
+                                  registry=self.registry, now=now or self.now, decider=self._decider,
+                                  notify=notes.append)
         error = None
         if result.errors:
             error = "; ".join(result.errors)
@@ -174,13 +192,20 @@ class ChainProject:
         return self._inside(relative)
 
     def close(self) -> None:
-        """Close the scripted models (nothing else is held between steps)."""
+        """Close the scripted models (nothing else is held between steps). The fixture does it
+        at the test's end; an async test that wants it sooner awaits `aclose()`."""
         if self._decider is not None:
             from chainlang.runtime.calls import run_loop
+
+            run_loop(self.aclose(), name="ChainProject.close", awaited="ChainProject.aclose")
+
+    async def aclose(self) -> None:
+        """`close`, on the test's own event loop."""
+        decider, self._decider = self._decider, None
+        if decider is not None:
             from chainlang.runtime.decide import close_decider
 
-            run_loop(close_decider(self._decider))
-            self._decider = None
+            await close_decider(decider)
 
     # -- the parts ------------------------------------------------------------------------
 
