@@ -6,6 +6,7 @@ This is what `chainlang run` / `chainlang resume` and the Python API (`chainlang
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -170,7 +171,7 @@ async def start_run(
                          "user.answered (or serve's pages)")
     if key is None:
         key = project_key(prepared.root, create=True)
-    lock = take_lock(where)
+    lock = await asyncio.to_thread(take_lock, where)  # files made and locked off the caller's loop
     read = SECRETS.set(secrets_read)  # what {secrets.NAME} references read
     try:
         job = RunJob(prepared, run_id, header, values, pinned, None, decider, detach, scripted)
@@ -195,7 +196,7 @@ async def execute(engine: "Engine", job: "RunJob", where: Path, progress: "Progr
     kept: dict[str, BaseException] = {}  # filled by the tools that raise in this process (run_chain)
     sharing = KEPT.set(kept)
     try:
-        session = Session(where, job.run_id, redactor, key, lock, progress, notify)
+        session = await asyncio.to_thread(Session, where, job.run_id, redactor, key, lock, progress, notify)
         if on_transcript is not None:
             on_transcript(where)
         try:
