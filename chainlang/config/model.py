@@ -315,6 +315,33 @@ class McpConfig(BaseModel):
         return value
 
 
+class RunsConfig(BaseModel):
+    """`[runs]`: where runs write their transcripts, and how long ended runs' transcripts
+    stay (applied by `chainlang gc` and by serve)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dir: str = Field(default=".chainlang/runs", min_length=1, max_length=1000,
+                     description="the transcripts' directory (relative to chainlang.toml)")
+    keep: int | str | None = Field(
+        default=None, description="ended runs kept: a count (keep the newest N) or an age (\"30d\": keep those "
+        "that ended within it); none: keep every run")
+
+    @field_validator("keep")
+    @classmethod
+    def _keep(cls, value: int | str | None) -> int | str | None:
+        from chainlang.durations import parse_duration
+
+        if value is None:
+            return value
+        if isinstance(value, bool) or (isinstance(value, int) and value < 1):
+            raise ValueError("keep must be a count of runs (1 or more) or an age such as \"30d\"")
+        if isinstance(value, str) and parse_duration(value) is None:
+            raise ValueError(f"keep = {value!r} is neither a count nor a duration; write e.g. keep = 500 or "
+                             "keep = \"30d\"")
+        return value
+
+
 class ConfigFile(BaseModel):
     """The top level of `chainlang.toml`."""
 
@@ -328,6 +355,7 @@ class ConfigFile(BaseModel):
     serve: ServeConfig | None = None
     mcp: McpConfig | None = None
     engine: EngineConfig | None = None
+    runs: RunsConfig | None = None
     secrets: dict[str, SecretSource] = Field(default_factory=dict,
                                              description="NAME = {env = VAR} or {file = PATH}: {secrets.NAME} in chains")
 

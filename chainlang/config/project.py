@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from chainlang.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chainlang.config.model import DecideConfig, McpConfig, ModelsConfig, SecretSource, ServeConfig, StoreConfig
+    from chainlang.config.model import (DecideConfig, McpConfig, ModelsConfig, RunsConfig, SecretSource, ServeConfig,
+                                        StoreConfig)
     from chainlang.config.engine import EngineConfig
 
 __all__ = ["CONFIG_NAME", "ProjectConfig", "display_path", "find_config", "find_project_config", "load_config"]
@@ -37,6 +38,7 @@ class ProjectConfig:
     mcp: McpConfig | None = field(default=None)
     engine: EngineConfig | None = field(default=None)  # [engine]: None is the embedded engine
     secrets: Mapping[str, SecretSource] = field(default_factory=dict, hash=False)  # [secrets]: where each value is read from
+    runs: RunsConfig | None = field(default=None)  # [runs]: the transcripts' directory and retention
 
     @property
     def root(self) -> Path:
@@ -91,7 +93,7 @@ def load_config(path: Path) -> ProjectConfig:
         raise ConfigError(f"{shown}: {problems}") from None
     return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide,
                          models=parsed.models, store=parsed.store, serve=parsed.serve, mcp=parsed.mcp,
-                         engine=parsed.engine, secrets=dict(parsed.secrets))
+                         engine=parsed.engine, secrets=dict(parsed.secrets), runs=parsed.runs)
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig | None:
@@ -122,12 +124,12 @@ def _describe_error(error: Any) -> str:
 
 def _known_keys(parent: tuple[Any, ...]) -> list[str]:
     from chainlang.config.model import (ConfigFile, DecideConfig, McpConfig, McpServerConfig, ModelsConfig,
-                                        ModelTierConfig, SecretSource, ServeConfig, StoreConfig)
+                                        ModelTierConfig, RunsConfig, SecretSource, ServeConfig, StoreConfig)
 
     from chainlang.config.engine import EngineConfig
 
     tables: dict[Any, Any] = {"decide": DecideConfig, "store": StoreConfig, "serve": ServeConfig, "models": ModelsConfig,
-                              "mcp": McpConfig, "engine": EngineConfig}
+                              "mcp": McpConfig, "engine": EngineConfig, "runs": RunsConfig}
     model: Any = tables.get(parent[0], ConfigFile) if parent else ConfigFile
     if len(parent) >= 2 and parent[0] == "models":
         model = ModelTierConfig

@@ -185,6 +185,7 @@ async def emit_async(
     `engine_for` picks the engine (chainlang.engine.engine_for; None: the embedded one).
     `loaded`: the project's hooks checked already (the Python API's open project), instead
     of reading them again."""
+    from chainlang.journal.retention import runs_dir
     from chainlang.runtime.admission import new_run_id, parse_now, project_key, run_secrets, take_lock
     from chainlang.runtime.engine import FireJob, embedded_only
     from chainlang.runtime.session import log_note
@@ -204,7 +205,7 @@ async def emit_async(
     engine = (engine_for or embedded_only)(loaded.config)
     pinned = parse_now(now) if isinstance(now, str) else now
     run_id = new_run_id()
-    where = Path(transcript) if transcript is not None else loaded.root / ".chainlang" / "runs" / f"{run_id}.jsonl"
+    where = Path(transcript) if transcript is not None else runs_dir(loaded.config, loaded.root) / f"{run_id}.jsonl"
     earlier = None
     options = {"tools": tools, "registry": registry, "progress": progress, "notify": notify, "decider": decider}
     if id is not None:  # a key seen before: nothing new is written (a resumed emit records its end itself)

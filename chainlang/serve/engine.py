@@ -99,9 +99,18 @@ class Engine:
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.store)
 
-    @property
+    @functools.cached_property
     def runs_dir(self) -> Path:
-        return self.root / ".chainlang" / "runs"
+        """Where its runs' transcripts go ([runs] dir), read once."""
+        from chainlang.config.project import find_project_config
+        from chainlang.errors import ConfigError
+        from chainlang.journal.retention import runs_dir
+
+        try:
+            config = find_project_config(self.root)
+        except ConfigError:
+            config = None  # serve reports its configuration's problems elsewhere
+        return runs_dir(config, self.root)
 
     def _key(self) -> bytes:
         from chainlang.runtime.admission import project_key
