@@ -404,3 +404,39 @@ def test_misspelt_keywords_are_type_errors(tmp_path: Path) -> None:
             asyncio.run(chain.run({"who": "x"}, raise_on_fail=True))  # type: ignore[call-arg]
     assert CALLS == []
 
+
+
+def test_transcripts_in_memory_write_no_file_and_hold_the_same_records(tmp_path: Path) -> None:
+    root = a_project(tmp_path)
+
+    async def main() -> tuple[Any, Any]:
+        async with await chainlang.open_project(root, tools=[app_greet]) as on_disk:
+            written = await on_disk.chain("app.welcome").run({"who": "Ada"})
+        async with await chainlang.open_project(root, tools=[app_greet], transcripts="memory") as project:
+            chain = project.chain("app.welcome")
+            kept = await chain.run({"who": "Ada"})
+            with pytest.raises(UsageError, match="kept in memory cannot"):
+                await chain.run({"who": "Ada"}, detach=True)
+        return written, kept
+
+    written, kept = asyncio.run(main())
+    assert kept.status == "ok" and kept.outputs == {"message": "Hello, Ada!"}
+    assert kept.transcript is None
+    on_file = read_records(written.transcript)
+    assert [r["type"] for r in kept.records] == [r["type"] for r in on_file]
+    assert all(r["run_id"] == kept.run_id and "mac" in r for r in kept.records)
+    assert [p.name for p in (root / ".chainlang" / "runs").glob("*.jsonl")] == [written.transcript.name]
+
+
+def test_keep_removes_the_oldest_ended_runs_when_the_project_closes(tmp_path: Path) -> None:
+    import os
+
+    root = a_project(tmp_path)
+    with chainlang.open_project_sync(root, tools=[app_greet], keep=2) as project:
+        results = [project.chain("app.welcome").run_sync({"who": f"n{i}"}) for i in range(4)]
+        for age, result in enumerate(reversed(results)):  # distinct mtimes, the first run the oldest
+            os.utime(result.transcript, (1_000_000 - age * 100, 1_000_000 - age * 100))
+    left = sorted(p.name for p in (root / ".chainlang" / "runs").iterdir())
+    assert left == sorted([f"{r.run_id}.jsonl" for r in results[2:]] + [f"{r.run_id}.jsonl.head" for r in results[2:]])
+    with pytest.raises(UsageError, match="keep"):
+        chainlang.open_project_sync(root, tools=[app_greet], keep="soon")

@@ -87,7 +87,7 @@ class Chain:
         result = await start_run(
             self.prepared, project.engine, dict(inputs or {}), now=now, transcript=transcript,
             runs_dir=project.runs_dir, tools=project.tool_refs, notify=notify or project.notify, decider=decider,
-            thread=thread, detach=detach, answers=dict(answers) if answers else None, key=project.key)
+            thread=thread, detach=detach, answers=dict(answers) if answers else None, key=project.key, memory=project.in_memory)
         if raise_on_failure:
             result.raise_for_status()
         return result

@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence, Union
 
 from chainlang.api.chain import Chain
 from chainlang.errors import UsageError
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from chainlang.registry.objects import ToolSource
     from chainlang.registry.registry import Registry
     from chainlang.runtime.emit import EmitResult, Project as HooksInForce
+    from chainlang.journal.retention import GcReport
     from chainlang.runtime.engine import Engine
     from chainlang.runtime.prepare import ProjectBase
     from chainlang.runtime.runner import RunResult
@@ -39,37 +40,46 @@ if TYPE_CHECKING:
 __all__ = ["Project", "open_project", "open_project_sync"]
 
 ORIGIN = "given with tools="  # how the caller's tools are named in error messages
+MEMORY = "memory"  # transcripts="memory": runs keep their records in memory, no file
+
+#: `transcripts=`: a directory, or "memory"
+Transcripts = Union[str, "os.PathLike[str]", None]
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 async def open_project(path: str | os.PathLike[str] | None = None, *, tools: "Tools" = (),
-                       models: Mapping[str, Any] | None = None, transcripts: str | os.PathLike[str] | None = None,
-                       notify: Callable[[str], None] | None = None) -> "Project":
+                       models: Mapping[str, Any] | None = None, transcripts: "Transcripts" = None,
+                       keep: int | str | None = None, notify: Callable[[str], None] | None = None) -> "Project":
     """Open the project at `path` (a directory; None: the working directory), reading its
     `chainlang.toml` (searched upwards, as the CLI does), its tools and the caller's
     `tools` (functions, bound methods, modules, module names, `.py` paths: see
     [Tools as objects](../guides/python.md#tools-as-objects)), its hooks and its key, in a
     worker thread. `models` replaces the `[models]` table of chainlang.toml (the same keys,
     as a dict); `transcripts` is the directory runs write their transcripts to (default:
-    the project's `.chainlang/runs`); `notify` receives the runs' notifications (default:
-    the `chainlang` logger). Use it as `async with await open_project(...) as project:`.
+    `[runs] dir`, else the project's `.chainlang/runs`), or `"memory"`: no file at all,
+    each result's `records` holds its transcript (for tests and ephemeral runs; such a run
+    cannot be resumed, nor detached at a wait); `keep` is how many ended runs' transcripts
+    stay (a count, or an age such as `"30d"`; default `[runs] keep`, else all), applied
+    when the project opens and closes and by `project.collect()`; `notify` receives the
+    runs' notifications (default: the `chainlang.run` logger). Use it as
+    `async with await open_project(...) as project:`.
 
     Raises ConfigError for a chainlang.toml or `models` that does not follow its schema,
     and UsageError (ToolLoadError's message) for tools that cannot be used."""
     _tools_list(tools)
     _models_table(models)
-    return await asyncio.to_thread(_open, path, tools, models, transcripts, notify)
+    return await asyncio.to_thread(_open, path, tools, models, transcripts, keep, notify)
 
 
 def open_project_sync(path: str | os.PathLike[str] | None = None, *, tools: "Tools" = (),
-                      models: Mapping[str, Any] | None = None, transcripts: str | os.PathLike[str] | None = None,
-                      notify: Callable[[str], None] | None = None) -> "Project":
+                      models: Mapping[str, Any] | None = None, transcripts: "Transcripts" = None,
+                      keep: int | str | None = None, notify: Callable[[str], None] | None = None) -> "Project":
     """`open_project` for code without an event loop (a script, a sync test): the same
     project, with `with open_project_sync(...) as project:`, `chain.run_sync(...)` and
     `project.emit_sync(...)`."""
     _tools_list(tools)
     _models_table(models)
-    return _open(path, tools, models, transcripts, notify)
+    return _open(path, tools, models, transcripts, keep, notify)
 
 
 def _tools_list(tools: object) -> None:
@@ -88,14 +98,18 @@ def _models_table(models: object) -> None:
 
 
 def _open(path: str | os.PathLike[str] | None, tools: Sequence["ToolSource"], models: Mapping[str, Any] | None,
-          transcripts: str | os.PathLike[str] | None, notify: Callable[[str], None] | None) -> "Project":
+          transcripts: "Transcripts", keep: int | str | None, notify: Callable[[str], None] | None) -> "Project":
     start = Path(path) if path is not None else Path.cwd()
     if not start.is_dir():
         what = "is a file" if start.exists() else "does not exist"
         raise UsageError(f"open_project({os.fspath(start)!r}): {what}; give the project's directory (where its "
                          "chainlang.toml is), or None for the working directory")
+    from chainlang.journal.retention import parse_keep
+
     project = Project(start.resolve(), list(tools), models, transcripts, notify)
+    project._keep = parse_keep(keep)
     project.reload()
+    project.collect()
     return project
 
 
@@ -141,7 +155,7 @@ class Project:
     events with `emit(...)`; continue an interrupted run with `resume_run(...)`."""
 
     def __init__(self, start: Path, tools: list["ToolSource"], models: Mapping[str, Any] | None,
-                 transcripts: str | os.PathLike[str] | None, notify: Callable[[str], None] | None) -> None:
+                 transcripts: "Transcripts", notify: Callable[[str], None] | None) -> None:
         self._start = start
         self._tools = tools
         self._models = dict(models) if models is not None else None
@@ -154,6 +168,8 @@ class Project:
         self.engine: "Engine"
         self.key: bytes
         self.runs_dir: Path
+        self.in_memory = transcripts == MEMORY  # no transcript files: results carry their records
+        self._keep: int | float | None = None  # open_project(keep=...), parsed
 
     # -- what it holds
 
@@ -183,7 +199,8 @@ class Project:
         from chainlang.engine import engine_for
         from chainlang.errors import RegistryError
         from chainlang.pipeline import python_hook_files
-        from chainlang.runtime.admission import RUNS_DIR, project_key
+        from chainlang.journal.retention import runs_dir
+        from chainlang.runtime.admission import project_key
         from chainlang.runtime.prepare import ProjectBase, project_base
 
         self._check_open()
@@ -197,10 +214,14 @@ class Project:
         self.base = base
         self.engine = engine_for(base.config)
         self.key = project_key(base.root, create=True)
-        self.runs_dir = Path(self._transcripts) if self._transcripts is not None else base.root / RUNS_DIR
-        if not self.runs_dir.is_absolute():
-            self.runs_dir = base.root / self.runs_dir
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        if self._transcripts is None or self.in_memory:
+            self.runs_dir = runs_dir(base.config, base.root)
+        else:
+            self.runs_dir = Path(self._transcripts)
+            if not self.runs_dir.is_absolute():
+                self.runs_dir = base.root / self.runs_dir
+        if not self.in_memory:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
         self._chains.clear()
         self._hooks = None
 
@@ -341,14 +362,34 @@ class Project:
         return run_loop(self.resume_run(transcript, rerun=rerun, skip=skip, notify=notify, answers=answers,
                                         raise_on_failure=raise_on_failure))
 
+    def collect(self) -> "GcReport | None":
+        """Remove the transcripts of ended runs beyond the retention (`keep=`, else
+        `[runs] keep`; None when neither is set): never a run that waits, was interrupted
+        or is still going (chainlang.journal.retention)."""
+        from chainlang.journal.retention import collect, parse_keep
+
+        keep = self._keep
+        if keep is None and self.config is not None and self.config.runs is not None:
+            keep = parse_keep(self.config.runs.keep)
+        if keep is None or self.in_memory:
+            return None
+        return collect(self.runs_dir, keep)
+
     def close(self) -> None:
-        """Let go of the project (its chains can no longer run)."""
+        """Let go of the project (its chains can no longer run), applying the retention."""
+        if not self._closed:
+            self.collect()
+        self._shut()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            await asyncio.to_thread(self.collect)  # files removed off the caller's loop
+        self._shut()
+
+    def _shut(self) -> None:
         self._closed = True
         self._chains.clear()
         self._hooks = None
-
-    async def aclose(self) -> None:
-        self.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -32,14 +32,21 @@ class Session:
     `lock`; show its records on `progress` and its notifications there (or on `notify`,
     or else the `chainlang.run` logger at INFO). Close it once the run ended."""
 
-    def __init__(self, where: Path, run_id: str, redactor: "Redactor", key: bytes, lock: "RunLock",
-                 progress: "ProgressView | None" = None, notify: Callable[[str], None] | None = None) -> None:
+    def __init__(self, where: Path, run_id: str, redactor: "Redactor", key: bytes, lock: "RunLock | None",
+                 progress: "ProgressView | None" = None, notify: Callable[[str], None] | None = None,
+                 *, memory: bool = False) -> None:
         from chainlang.journal.jsonl import TranscriptWriter
 
+        self.memory = memory  # the records kept in memory (the API's transcripts="memory"): no file, no resume
         try:
             # the writer masks every record it writes, the view what it shows (it gets the typed
             # records, unmasked), `tell` the notifications
-            self.writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
+            if memory:
+                from chainlang.journal.in_memory import MemoryTranscript
+
+                self.writer: TranscriptWriter = MemoryTranscript(run_id, redactor, key=key)
+            else:
+                self.writer = TranscriptWriter(where, run_id, redactor, key=key, lock=lock)
         except (OSError, ValueError) as exc:
             raise UsageError(f"{where}: cannot write the transcript: {getattr(exc, 'strerror', None) or exc}") from None
         self.where = where
