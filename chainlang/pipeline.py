@@ -202,14 +202,8 @@ def context_files(start_dir: Path | None, exclude: set[str],
     by `task.register` (their hooks are in force, their events declared). Their problems
     are not reported here: checking them does that."""
     from chainlang.config.project import find_project_config
-    from chainlang.errors import RegistryError
 
-    try:
-        config = find_project_config(start_dir)
-    except RegistryError as exc:
-        if isinstance(exc, UsageError):  # a ConfigError: the caller may catch it by its class
-            raise
-        raise UsageError(str(exc)) from None
+    config = find_project_config(start_dir)  # a ConfigError (a UsageError) for a chainlang.toml it cannot use
     root = Path(config.root) if config is not None else (start_dir or Path.cwd())
     dirs = [str(Path(config.root) / d) for d in (getattr(config, "chains", None) or [])] if config is not None else []
     paths = discover((d for d in dirs if Path(d).is_dir()), nested=[])  # a nested project's chains are its own

@@ -101,16 +101,10 @@ def load_project(start: Path, tools: Sequence[str] = (), registry: "Registry | N
     from chainlang.compile.hooks import compile_hooks
     from chainlang.config.project import find_project_config
     from chainlang.pipeline import check_project, context_files, default_registry, python_hook_files
-    from chainlang.errors import RegistryError
     from chainlang.runtime.prepare import SubChains
     from chainlang.tasks.stored import stored_hook_files
 
-    try:
-        config = find_project_config(start)
-    except RegistryError as exc:
-        if isinstance(exc, UsageError):  # a ConfigError: the caller may catch it by its class
-            raise
-        raise UsageError(str(exc)) from None
+    config = find_project_config(start)  # a ConfigError (a UsageError) for a chainlang.toml it cannot use
     root = Path(config.root) if config is not None else start
     registry = registry if registry is not None else default_registry(tools, start)
     context = context_files(start, set(), stored_hook_files)  # the hooks task.register stored are in force too

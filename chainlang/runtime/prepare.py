@@ -60,14 +60,8 @@ def project_base(start_dir: Path, tools: Sequence["ToolSource"] = (), registry: 
     from chainlang.pipeline import context_files, default_registry, python_hook_files
     from chainlang.tasks.stored import stored_hook_files
     from chainlang.config.project import find_project_config
-    from chainlang.errors import RegistryError
 
-    try:
-        config = find_project_config(start_dir)
-    except RegistryError as exc:
-        if isinstance(exc, UsageError):  # a ConfigError: the caller may catch it by its class
-            raise
-        raise UsageError(str(exc)) from None
+    config = find_project_config(start_dir)  # a ConfigError (a UsageError) for a chainlang.toml it cannot use
     registry = registry if registry is not None else default_registry(tools, start_dir, origin=origin)
     context = context_files(start_dir, set(), stored_hook_files)
     root = config.root if config is not None else start_dir
