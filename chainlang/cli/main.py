@@ -398,6 +398,27 @@ def waits(action: str, run: str | None, step: str | None, status: str | None, pr
 
 
 @main.command()
+@click.argument("path", required=False, type=click.Path())
+@click.option("--keep", default=None, metavar="N|AGE",
+              help="Keep the newest N ended runs, or those that ended within AGE (e.g. 30d); default: [runs] keep.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed, remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed and kept as JSON.")
+def gc(path: str | None, keep: str | None, dry_run: bool, as_json: bool) -> None:
+    """Remove the transcripts of ended runs beyond the retention.
+
+    PATH is the project's directory (default: the working directory). Runs that wait, were
+    interrupted or are going are never removed: they can still be resumed.
+    """
+
+    def body() -> int:
+        from chainlang.cli.gc import gc_command
+
+        return gc_command(path, keep, dry_run, as_json)
+
+    _guarded(body)
+
+
+@main.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="The address to listen on; other than loopback only with [serve] token_env set.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,

@@ -327,16 +327,20 @@ class RunsConfig(BaseModel):
         default=None, description="ended runs kept: a count (keep the newest N) or an age (\"30d\": keep those "
         "that ended within it); none: keep every run")
 
-    @field_validator("keep")
+    @field_validator("keep", mode="before")  # before: pydantic would make keep = true the count 1
     @classmethod
-    def _keep(cls, value: int | str | None) -> int | str | None:
+    def _keep(cls, value: object) -> int | str | None:
         from chainlang.durations import parse_duration
 
         if value is None:
             return value
-        if isinstance(value, bool) or (isinstance(value, int) and value < 1):
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 1):
             raise ValueError("keep must be a count of runs (1 or more) or an age such as \"30d\"")
-        if isinstance(value, str) and parse_duration(value) is None:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)  # keep = "500": a count all the same
+        if isinstance(value, int) and value < 1:
+            raise ValueError("keep must be a count of runs (1 or more) or an age such as \"30d\"")
+        if isinstance(value, str) and not (parse_duration(value) or 0) > 0:
             raise ValueError(f"keep = {value!r} is neither a count nor a duration; write e.g. keep = 500 or "
                              "keep = \"30d\"")
         return value

@@ -281,6 +281,7 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     # tasks (an HTTP worker resumes the runs it delivered an event to itself)
     keeping = asyncio.create_task(engine.waits.run(stopping)) \
         if options.role != "http" and engine.waits is not None else None
+    retaining = _retain(engine, project, options, stopping)
     try:
         await stopping.wait()
     finally:
@@ -297,6 +298,8 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
                 log.info("stopping: no new events")
             engine.accepting = False
             stopping.set()
+            if retaining is not None:
+                retaining.cancel()
             await ticking
             if keeping is not None:
                 await keeping
@@ -314,6 +317,19 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
                 loop.remove_signal_handler(sig)
     print("serve stopped", flush=True)
     return 0
+
+
+def _retain(engine: Any, project: Any, options: ServeOptions, stopping: asyncio.Event) -> "asyncio.Task[None] | None":
+    """`[runs] keep`, applied now and every ten minutes by the process that fires tasks (one
+    collector however many workers); None when the project sets no retention."""
+    from chainlang.journal.retention import parse_keep
+    from chainlang.serve.retention import keep_runs
+
+    runs = getattr(project.config, "runs", None)
+    keep = parse_keep(runs.keep) if runs is not None else None
+    if options.role == "http" or keep is None:
+        return None
+    return asyncio.create_task(keep_runs(engine.runs_dir, keep, stopping))
 
 
 async def _recover(engine: Any) -> None:
