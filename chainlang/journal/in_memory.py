@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-from chainlang.journal.integrity import seal
 from chainlang.journal.jsonl import TranscriptWriter
 from chainlang.redaction import Redactor
 
@@ -25,7 +24,6 @@ class MemoryTranscript(TranscriptWriter):
 
     def __init__(self, run_id: str, secrets: Iterable[str] | Redactor = (), *, key: bytes = b"") -> None:
         from chainlang.journal.integrity import GENESIS
-        from chainlang.journal.jsonl import _UtcStamp
 
         if not isinstance(run_id, str) or not run_id:
             raise ValueError("run_id must be a non-empty string")
@@ -38,9 +36,7 @@ class MemoryTranscript(TranscriptWriter):
         self._lock_file = None
         self._redactor = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
         self._lock = threading.Lock()
-        self._stamp = _UtcStamp()
-        self._encode_envelope = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-        self._run_id_json = self._encode_envelope(run_id)
+        self._start_codec(run_id, key)
         self.resumed = False
         self.repaired_torn_tail = False
         self._seq, self._size = 0, 0
@@ -48,7 +44,7 @@ class MemoryTranscript(TranscriptWriter):
         self.lines: list[bytes] = []
 
     def _append(self, fd: int, data: bytes, seq: int) -> None:
-        data, mac = seal(self._key, self._mac, data)
+        data, mac = self._sealer.seal(self._mac, data)
         self.lines.append(data)
         self._size += len(data)
         self._seq = seq

@@ -23,7 +23,8 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["GENESIS", "KEY_FILE", "MAC_SUFFIX_LEN", "IntegrityError", "load_key", "mac_of", "seal", "split_sealed"]
+__all__ = ["GENESIS", "KEY_FILE", "MAC_SUFFIX_LEN", "IntegrityError", "Sealer", "load_key", "mac_of", "seal",
+           "split_sealed"]
 
 KEY_FILE = Path(".chainlang") / "transcript.key"
 GENESIS = b"chainlang-transcript-1"
@@ -49,6 +50,28 @@ def seal(key: bytes, previous: bytes, line: bytes) -> tuple[bytes, bytes]:
     body = line[:-2]
     mac = mac_of(key, previous, body)
     return body + _OPEN + mac + b'"}\n', mac
+
+
+class Sealer:
+    """`mac_of` and `seal` for one key, keyed once: a copy of the keyed BLAKE2b state per
+    line costs about 40 % less than keying a new one (the same MACs: BLAKE2 hashes the key
+    as its first block, then the data)."""
+
+    __slots__ = ("_keyed",)
+
+    def __init__(self, key: bytes) -> None:
+        self._keyed = hashlib.blake2b(key=key, digest_size=_MAC_HEX // 2)
+
+    def mac_of(self, previous: bytes, body: bytes) -> bytes:
+        state = self._keyed.copy()
+        state.update(previous)
+        state.update(body)
+        return state.hexdigest().encode("ascii")
+
+    def seal(self, previous: bytes, line: bytes) -> tuple[bytes, bytes]:
+        body = line[:-2]
+        mac = self.mac_of(previous, body)
+        return body + _OPEN + mac + b'"}\n', mac
 
 
 def split_sealed(raw: bytes) -> tuple[bytes, bytes] | None:
