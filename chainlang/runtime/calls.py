@@ -36,6 +36,9 @@ import types
 from collections import deque
 from typing import Any, Callable, Coroutine, Generator, TypeVar
 
+from chainlang.runtime import watchdog
+from chainlang.runtime.inline import LoopTimeout
+
 T = TypeVar("T")
 
 #: seconds an async tool has to end once it is cancelled; then it is abandoned
@@ -53,13 +56,29 @@ class CallAbandoned(RuntimeError):
 
 
 class Watch:
-    """What happened to one attempt's call: `abandoned` is "thread" when a sync tool's
-    thread was left running, "task" when an async tool ignored its cancellation."""
+    """One attempt's call. Before it: `deadline`, when the loop watchdog must interrupt tool
+    code that holds the loop (time.monotonic; None: never), and `own`, the step's own
+    deadline, if any (the other is the run's limits.timeout). After it: `abandoned` is
+    "thread" when a sync tool's thread was left running, "task" when an async tool ignored
+    its cancellation."""
 
-    __slots__ = ("abandoned",)
+    __slots__ = ("abandoned", "deadline", "own")
 
     def __init__(self) -> None:
         self.abandoned: str | None = None
+        self.deadline: float | None = None
+        self.own: float | None = None
+
+    def until(self, own: float | None, limits: tuple[asyncio.Timeout, ...]) -> None:
+        """Set the deadlines from the step's timeout (`own`, in loop time) and the run's."""
+        loop_time = asyncio.get_running_loop().time()
+        now = time.monotonic()
+        whens = [when for limit in limits if (when := limit.when()) is not None]
+        if own is not None:
+            self.own = own - loop_time + now
+            whens.append(own)
+        if whens:
+            self.deadline = min(whens) - loop_time + now
 
 
 # --------------------------------------------------------------------------- sync tools: worker threads
@@ -78,7 +97,8 @@ class Call:
     event loop); after that, through `loop.call_soon_threadsafe`, and the step awaits
     `future`. Either way in order: a progress report is recorded before the outcome."""
 
-    __slots__ = ("func", "kwargs", "loop", "loop_thread", "context", "state", "channel", "future", "closed", "_mode")
+    __slots__ = ("func", "kwargs", "loop", "loop_thread", "context", "state", "channel", "future", "closed", "_mode",
+                 "took")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -91,6 +111,7 @@ class Call:
         self.future: asyncio.Future[Any] | None = None  # once the loop thread stopped reading `channel`
         self.closed = False  # the step is done with this call (it has its outcome, or stopped waiting)
         self._mode = threading.Lock()  # held to switch from `channel` to the event loop
+        self.took: float | None = None  # seconds the function ran, once it returned
 
     @property
     def over(self) -> bool:
@@ -105,6 +126,7 @@ class Call:
         func, kwargs = self.func, self.kwargs
         self.func, self.kwargs = None, {}
         ok = True
+        start = time.perf_counter()
         try:
             assert func is not None
             result = self.context.run(func, **kwargs)
@@ -112,6 +134,7 @@ class Call:
             ok, result = False, RuntimeError(f"the tool raised StopIteration: {exc}")
         except BaseException as exc:  # the step decides what a failure means
             ok, result = False, exc
+        self.took = time.perf_counter() - start
         return (_OUTCOME, ok, result)
 
     def post(self, item: tuple[Any, ...]) -> None:
@@ -393,10 +416,24 @@ def guarded(coro: Coroutine[Any, Any, T], watch: Watch) -> Generator[Any, Any, T
     value: Any = None
     error: BaseException | None = None
     grace: _Grace | None = None
+    until = watch.deadline  # the loop watchdog interrupts a tool that holds the loop past it
     try:
         while True:
             try:
-                yielded = send(value) if error is None else throw(error)
+                if until is None:
+                    yielded = send(value) if error is None else throw(error)
+                else:
+                    token = watchdog.arm(until)
+                    try:
+                        yielded = send(value) if error is None else throw(error)
+                    finally:
+                        watchdog.disarm(token)
+            except watchdog.LoopBlocked as blocked:
+                if watch.own is not None and blocked.deadline >= watch.own:
+                    raise LoopTimeout() from None
+                for _ in range(3):  # the run's deadline: its timer runs after this task's next step
+                    yield None  # a bare yield (asyncio.sleep(0)): the cancellation comes in here
+                raise LoopTimeout() from None
             except StopIteration as stop:
                 if grace is not None and grace.pending:
                     raise asyncio.CancelledError() from None  # it returned, but the step was cancelled

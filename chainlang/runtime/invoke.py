@@ -2,7 +2,7 @@
 it. A tool is called in this process (`LocalExecutor`): an async tool is awaited, guarded
 (one that ignores its cancellation is abandoned after GRACE seconds); a sync tool runs
 in a worker thread (abandoned, still running, when the step stops waiting for it: see
-chainlang.runtime.calls). A named chain or `chain.run` runs as a sub-chain of the run
+chainlang.runtime.calls), or inline once it has proven quick (chainlang.runtime.inline). A named chain or `chain.run` runs as a sub-chain of the run
 (`run_subchain`). A second engine (§14) replaces this seam, not
 the pipeline around it.
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from chainlang.runtime.calls import Call, Watch, guarded, in_thread
 from chainlang.runtime.context import Clock, RunContext
+from chainlang.runtime.inline import call_inline, inline_ok, note_thread_call
 from chainlang.runtime.outcomes import ChainFailed, ChainLoadError, LimitExceeded, ToolFailed, error_of
 from chainlang.runtime.state import StepClock
 from chainlang.runtime.tool_context import build_tool_context
@@ -54,12 +55,21 @@ class LocalExecutor:
                 params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt,
                                                         allow=self.chain.allow)}
             return await guarded(rt.func(**params), watch)
-        call = Call(asyncio.get_running_loop())  # every sync tool gets a thread (`blocking=True` or not)
+        if inline_ok(rt.func, bool(rt.spec.effects.get("blocking"))):  # a sync tool proven quick
+            if rt.accepts_ctx:
+                params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt,
+                                                        allow=self.chain.allow)}
+            return await call_inline(rt.func, params, watch.deadline, watch.own)
+        call = Call(asyncio.get_running_loop())
         if rt.accepts_ctx:
             params = {**params, "ctx": tool_context(run, chain, rt.spec.name, ipath, attempt, call,
                                                     allow=self.chain.allow)}
         call.func, call.kwargs = rt.func, params
-        return await in_thread(call, watch)
+        try:
+            return await in_thread(call, watch)
+        finally:
+            if call.took is not None:
+                note_thread_call(rt.func, call.took)
 
 
 class _AskedClock:

@@ -24,6 +24,8 @@ from chainlang.journal.records import Decide, StepFinished, StepStarted
 from chainlang.runtime.events import EventRuntime, prepare_event
 from chainlang.runtime.interceptors import Refused, StepInfo
 from chainlang.runtime.calls import Watch, guarded
+from chainlang.runtime.inline import LoopTimeout
+from chainlang.runtime.live_run import LIMIT_DEADLINES
 from chainlang.runtime.invoke import abandoned_text, stops_the_process, tool_failure
 from chainlang.runtime.outcomes import (
     ChainBroken,
@@ -223,17 +225,22 @@ class StepPipeline:
         """One attempt through the executor: (result, None), or (None, the error)."""
         name = rt.spec.name
         deadline = None
-        watch = Watch()  # whether the call had to be abandoned
+        watch = Watch()  # its deadlines for the loop watchdog; whether the call had to be abandoned
+        limits = LIMIT_DEADLINES.get()
         try:
             # the tool gets its own copy: what it does to its params changes no recorded value
             if node.timeout is not None:
                 deadline = asyncio.timeout(node.timeout)
                 async with deadline:
+                    watch.until(deadline.when(), limits)
                     result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)
-            elif rt.direct and self.local:  # the common case, without the detour through the executor
-                result = await guarded(rt.func(**copy_json(params)), watch)  # type: ignore[misc]
             else:
-                result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)
+                if limits:
+                    watch.until(None, limits)
+                if rt.direct and self.local:  # the common case, without the detour through the executor
+                    result = await guarded(rt.func(**copy_json(params)), watch)  # type: ignore[misc]
+                else:
+                    result = await self.executor.call(rt, copy_json(params), ipath, attempt, watch)
             if rt.check_result is None and is_plain_json(result, tuples=False):
                 return result, None
             result, problem = self.check_result(rt, result)
@@ -248,6 +255,9 @@ class StepPipeline:
             scope.record(node.path, name, node.id, Rec("cancelled", None, None, params, ms_since(start)))
             raise
         except TimeoutError as exc:
+            if isinstance(exc, LoopTimeout) and node.timeout is not None:
+                return None, error_of(TIMEOUT, f"{name} took longer than its timeout ({seconds(node.timeout)}); "
+                                      "it kept the event loop busy and was interrupted")
             if deadline is not None and deadline.expired():
                 return None, error_of(TIMEOUT, f"{name} took longer than its timeout ({seconds(node.timeout or 0)})"
                                       + abandoned_text(name, watch), **_abandoned(watch))
