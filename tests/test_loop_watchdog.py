@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli, records, show
+from tests.helpers import clean_env, cli, records, show
 
 pytestmark = pytest.mark.slow  # each test waits for a timeout of half a second or more
 
@@ -25,10 +25,12 @@ TOOLS = Path(__file__).resolve().parent / "run" / "watchdog_tools.py"
 TIMEOUT = 40  # seconds for any one command; the tools would hang for an hour
 
 
-def run(tmp_path: Path, chain: str, *extra: str) -> tuple[Any, list[dict[str, Any]]]:
+def run(tmp_path: Path, chain: str, *extra: str, inline_ms: str = "5000") -> tuple[Any, list[dict[str, Any]]]:
+    """`chainlang run` of `chain`; a sync tool's call counts as quick under `inline_ms` (so
+    that how loaded the machine is does not decide which calls go inline)."""
     (tmp_path / "main.chain.yaml").write_text(textwrap.dedent(chain), encoding="utf-8")
     proc = cli(tmp_path, "run", "main.chain.yaml", "--tools", str(TOOLS), "--transcript", "run.jsonl", *extra,
-               timeout=TIMEOUT)
+               timeout=TIMEOUT, env=clean_env(CHAINLANG_INLINE_MS=inline_ms))
     return proc, records(tmp_path / "run.jsonl")
 
 
@@ -82,7 +84,7 @@ def test_a_quick_sync_tool_goes_inline_and_a_hang_there_ends_at_its_timeout(tmp_
     assert threads[:3] == ["chainlang-tool"] * 3 and threads[3] == "MainThread", threads
     assert steps[4]["error"]["type"] == "timeout", steps[4]
     assert "kept the event loop busy and was interrupted" in steps[4]["error"]["message"], steps[4]
-    # the slow call sent it back to worker threads
+    # the interrupted call sent it back to worker threads
     assert threads[4:] == ["chainlang-tool", "chainlang-tool"], threads
     # ctx.progress from the inline call is recorded as from a thread
     progress = [r for r in recs if r["type"] == "step_progress"]
@@ -118,3 +120,25 @@ def test_an_inline_sync_tool_may_run_an_event_loop_of_its_own(tmp_path: Path) ->
     steps = finished(recs)
     assert [s["result"]["n"] for s in steps] == [2, 4, 6, 8, 10], steps
     assert [s["result"]["thread"] for s in steps][3:] == ["MainThread", "MainThread"], steps
+
+
+def test_inline_calls_can_be_turned_off(tmp_path: Path) -> None:
+    proc, recs = run(tmp_path, """\
+        steps:
+          - foreach: [1, 2, 3, 4, 5]
+            as: n
+            max_parallel: 1
+            steps:
+              - {event: wd.mostly, params: {n: "{n}"}}
+        """, inline_ms="0")
+    assert proc.returncode == 0, show(proc)
+    assert {s["result"]["thread"] for s in finished(recs)} == {"chainlang-tool"}, recs
+
+
+def test_a_bad_inline_setting_is_said_and_the_default_used(tmp_path: Path) -> None:
+    proc, recs = run(tmp_path, """\
+        steps:
+          - {event: wd.mostly, params: {n: 1}}
+        """, inline_ms="fast")
+    assert proc.returncode == 0, show(proc)
+    assert "CHAINLANG_INLINE_MS='fast' is not a number of milliseconds" in proc.stderr, proc.stderr

@@ -43,7 +43,7 @@ class MemoryTranscript(TranscriptWriter):
         self._fd = _OPEN
         self.lines: list[bytes] = []
 
-    def _append(self, fd: int, data: bytes, seq: int) -> None:
+    def _append(self, fd: int, data: bytes, seq: int, defer: bool = False) -> None:
         data, mac = self._sealer.seal(self._mac, data)
         self.lines.append(data)
         self._size += len(data)

@@ -4,7 +4,9 @@ it happens, each sealed (chainlang.journal.integrity) before it is written.
 The transcript is the run's audit path and the only thing `chainlang resume` needs
 (LANGUAGE.md §9). `TranscriptWriter` appends records. Each line is handed to the
 operating system with a single `write(2)` before `write()` returns, so a crash of the
-process (even SIGKILL) loses no line that `write()` returned for. Power loss or a kernel
+process (even SIGKILL) loses no line that `write()` returned for; except a line the
+interpreter deferred (`defer_next`: an idempotent step's, whose loss only makes the step
+run again), which shares the write of a later line (see `defer_next`). Power loss or a kernel
 crash can still lose the tail of the file unless the writer was opened with
 `durable=True`, which adds an `os.fsync` after every line (and of the parent directory
 when the file is created). Reading back is `chainlang.journal.reader`; the idempotency
@@ -35,6 +37,7 @@ written: lines already written are not rewritten.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -73,6 +76,8 @@ __all__ = [
 # the head moves to a run's start by itself (see chainlang.journal.lock); before a step's
 # action, when the interpreter asks (`commit`)
 _HEAD_BEFORE = b'{"type":"run_started"'
+#: bytes of deferred lines (see TranscriptWriter.defer_next) that make the writer write them
+PENDING_LIMIT = 64 * 1024
 _ENVELOPE = ("type", "run_id", "seq", "ts")
 _RESERVED_FIELDS = frozenset((*_ENVELOPE, "mac"))
 # members whose values are counts, durations or fixed words that chainlang sets itself:
@@ -194,12 +199,17 @@ class TranscriptWriter:
             lock.record(0, run_anchor(run_id))
 
     def _start_codec(self, run_id: str, key: bytes) -> None:
-        """The clock, encoders and sealer this writer uses for every line."""
+        """The clock, encoders and sealer this writer uses for every line, and its deferred lines."""
         self._stamp = _UtcStamp()
         self._encode_envelope = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
         self._encode_fields = _fields_encoder()
         self._sealer = Sealer(key)
         self._run_id_json = self._encode_envelope(run_id)
+        self._defer = False  # the next line may wait for the others (defer_next)
+        self._pending: list[bytes] = []  # sealed lines not yet written, in order
+        self._pending_size = 0
+        self._flush_due = False  # a flush is scheduled on the event loop
+        self._broken: OSError | None = None  # a write of pending lines failed: the file lacks them
 
     def _recover(self, fd: int) -> tuple[int, int]:
         """Validate an existing transcript, repair its tail; return (last seq, size)."""
@@ -289,7 +299,8 @@ class TranscriptWriter:
                 data = line.encode("utf-8")
             except UnicodeEncodeError:  # the envelope first, as on every line
                 data = _to_utf8(line, {"type": type, "run_id": self.run_id, "seq": seq, "ts": ts, **record})
-            self._append(fd, data, seq)
+            defer, self._defer = self._defer, False
+            self._append(fd, data, seq, defer)
             return record
 
     def append(self, record: "Record") -> dict[str, Any]:
@@ -329,29 +340,92 @@ class TranscriptWriter:
         redact = self._redactor.redact
         return {k: v if k in _STRUCTURAL else redact(v) for k, v in fields.items()}
 
-    def _append(self, fd: int, data: bytes, seq: int) -> None:
+    def _append(self, fd: int, data: bytes, seq: int, defer: bool = False) -> None:
         """Seal and write one line (the lock is held), then move the head; on failure,
-        never leave half a line behind: the next line would glue onto it."""
+        never leave half a line behind: the next line would glue onto it. A deferred line
+        waits, sealed, for the next line written now, a flush, or PENDING_LIMIT bytes."""
+        if self._broken is not None:
+            raise OSError(self._broken.errno, f"{self.path}: an earlier write failed: {self._broken.strerror}")
         data, mac = self._sealer.seal(self._mac, data)
+        if defer:
+            self._pending.append(data)
+            self._pending_size += len(data)
+            self._seq = seq
+            self._mac = mac
+            if self._pending_size >= PENDING_LIMIT:
+                self._write_pending(fd)
+            elif not self._flush_due:
+                self._schedule_flush()
+            return
+        head = data.startswith(_HEAD_BEFORE)  # see chainlang.journal.lock
+        if self._pending:  # the lines that waited go first, in the same write(2)
+            self._pending.append(data)
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_size = 0
+            self._put(fd, data, lost_pending=True)
+        else:
+            self._put(fd, data)
+        self._seq = seq
+        self._mac = mac
+        if self._lock_file is not None and head:
+            self._lock_file.record(seq, mac)
+            if self.durable:
+                self._lock_file.sync()
+
+    def _put(self, fd: int, data: bytes, lost_pending: bool = False) -> None:
         try:
             written = os.write(fd, data)
             if written != len(data):  # a short write (a signal, a nearly full disk): finish it
                 _write_all(fd, data[written:])
             if self.durable:
                 os.fsync(fd)
-        except BaseException:
+        except BaseException as exc:
             try:
                 os.ftruncate(fd, self._size)
             except OSError:
                 pass
+            if lost_pending:  # lines this writer counted as written are not in the file: no more lines
+                self._broken = exc if isinstance(exc, OSError) else OSError(0, str(exc))
             raise
         self._size += len(data)
-        self._seq = seq
-        self._mac = mac
-        if self._lock_file is not None and data.startswith(_HEAD_BEFORE):  # see chainlang.journal.lock
-            self._lock_file.record(seq, mac)
-            if self.durable:
-                self._lock_file.sync()
+
+    def _write_pending(self, fd: int) -> None:
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
+        self._put(fd, data, lost_pending=True)
+
+    def defer_next(self) -> None:
+        """Let the next line wait for the lines after it, to share their write(2). For the
+        records whose loss in a crash only makes an idempotent step run again (its
+        step_started and step_finished): the interpreter asks it right before writing one.
+        Waiting lines are written before any line that is not deferred, by `commit`, `flush`
+        and `close`, once PENDING_LIMIT bytes wait, and when the event loop next turns."""
+        self._defer = True
+
+    def flush(self) -> None:
+        """Write the lines that wait (see `defer_next`)."""
+        with self._lock:
+            self._flush_due = False
+            if self._pending and self._fd is not None:
+                self._write_pending(self._fd)
+
+    def _schedule_flush(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop here: nothing would turn, write now
+            assert self._fd is not None
+            self._write_pending(self._fd)
+            return
+        self._flush_due = True
+        loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        try:
+            self.flush()
+        except OSError:  # kept in _broken: the next write raises it where a caller can tell
+            pass
 
     def commit(self) -> None:
         """Move the head to the last line written: the interpreter calls it after the
@@ -359,6 +433,8 @@ class TranscriptWriter:
         the lines after the head can only make idempotent steps run again, as a crash
         would.)"""
         with self._lock:
+            if self._pending and self._fd is not None:
+                self._write_pending(self._fd)
             if self._fd is not None and self._lock_file is not None and self._seq:
                 self._lock_file.record(self._seq, self._mac)
                 if self.durable:
@@ -368,6 +444,13 @@ class TranscriptWriter:
         """Close the file (idempotent), moving the head to its last line. Writing
         afterwards raises `ValueError`."""
         with self._lock:
+            if self._pending and self._fd is not None:
+                try:
+                    self._write_pending(self._fd)
+                except OSError:
+                    os.close(self._fd)
+                    self._fd = None
+                    raise
             fd, self._fd = self._fd, None
             if fd is not None and self._lock_file is not None and self._seq:
                 self._lock_file.record(self._seq, self._mac)

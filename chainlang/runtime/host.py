@@ -89,6 +89,7 @@ class RunHost:
     decider: Any
     notify: Callable[[str], None]
     commit: Callable[[], None] = lambda: None
+    defer: Callable[[], None] = lambda: None  # see RunState.defer
     executor: Callable[[Any], Any] | None = None  # None: tools run in this process (runtime.invoke)
     recorder: type | None = None  # the ThreadRecorder class (None: runtime.threads.ThreadRecorder)
     record_thread: bool | None = None  # add the thread recorder: None decides by the chain (may it attach?)
@@ -163,7 +164,8 @@ def open_run(spec: RunSpec, host: RunHost) -> OpenRun:
         facts = {"id": spec.run_id, "chain": graph.name, "started_at": spec.header["started_at"],
                  "thread": link.thread}
     state = RunState(
-        run_id=spec.run_id, registry=spec.registry, record=host.record, commit=host.commit, decider=host.decider,
+        run_id=spec.run_id, registry=spec.registry, record=host.record, commit=host.commit, defer=host.defer,
+        decider=host.decider,
         clock=host.clock, state_dir=spec.root / STATE_DIR,
         interceptors=((host.recorder or ThreadRecorder)(link),) if recording else (),
         facts=facts, max_steps=spec.max_steps if spec.max_steps is not None else graph.max_steps, replay=spec.replay, notify=host.notify, load_chain=spec.loader,

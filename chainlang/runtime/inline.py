@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import time
 from asyncio import events
 from typing import Any, Callable
@@ -26,7 +27,8 @@ from chainlang.runtime import watchdog
 
 __all__ = ["PROVEN", "QUICK", "LoopTimeout", "call_inline", "inline_ok", "note_thread_call"]
 
-#: seconds under which a sync tool's call counts as quick
+#: seconds under which a sync tool's call counts as quick: CHAINLANG_INLINE_MS milliseconds
+#: (default 1; 0 turns inline calls off)
 QUICK = 0.001
 #: quick calls in a row (in threads) before a sync tool is called inline
 PROVEN = 3
@@ -48,10 +50,29 @@ class _Pace:
 _PACES: dict[Callable[..., Any], _Pace] = {}  # per tool function, for the life of the process
 
 
+def _quick_from_env() -> float:
+    text = os.environ.get("CHAINLANG_INLINE_MS", "").strip()
+    try:
+        value = float(text) if text else QUICK * 1000
+        if not value >= 0:
+            raise ValueError
+    except ValueError:  # said once, where the person who set it looks (a setting of the process)
+        import sys
+
+        print(f"chainlang: warning: CHAINLANG_INLINE_MS={text!r} is not a number of milliseconds (0 or more); "
+              f"using {QUICK * 1000:g}", file=sys.stderr)
+        value = QUICK * 1000
+    return value / 1000
+
+
+QUICK = _quick_from_env()
+
+
 def inline_ok(func: Callable[..., Any], blocking: bool) -> bool:
     """Whether this call of the sync tool `func` goes inline."""
     pace = _PACES.get(func)
-    return pace is not None and pace.quick >= pace.needed and not blocking and watchdog.available()
+    return (pace is not None and pace.quick >= pace.needed and not blocking and QUICK > 0
+            and watchdog.available())
 
 
 def note_thread_call(func: Callable[..., Any], seconds: float) -> None:
@@ -85,6 +106,8 @@ async def call_inline(func: Callable[..., Any], kwargs: dict[str, Any], deadline
                 pace = _PACES[func]
                 pace.quick, pace.needed = 0, pace.needed * 4
     except watchdog.LoopBlocked as exc:
+        pace = _PACES[func]  # however long it had: it held the loop to a deadline
+        pace.quick, pace.needed = 0, pace.needed * 4
         if own is not None and exc.deadline >= own:
             raise LoopTimeout() from None
         for _ in range(3):  # the run's deadline (limits.timeout): its timer runs after this task's next step,

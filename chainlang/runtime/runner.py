@@ -254,7 +254,7 @@ async def run_chain(job: "RunJob", session: "Session") -> "RunEnd":
     assert graph is not None
     spec = RunSpec(job.run_id, graph, job.inputs, job.header, prepared.root, prepared.registry, prepared.loader,
                    replay=job.replay)
-    host = RunHost(record=session.record, commit=session.commit,
+    host = RunHost(record=session.record, commit=session.commit, defer=session.writer.defer_next,
                    clock=FixedClock(job.pinned) if job.pinned else SystemClock(), decider=job.decider,
                    notify=session.tell,
                    interrupted=("the run was interrupted (its transcript was kept in memory: it cannot be resumed)"

@@ -39,6 +39,9 @@ class RunState:
     max_steps: int
     interceptors: tuple["Interceptor", ...] = ()
     commit: Callable[[], None] = lambda: None  # seals the journal up to here: before an action that may not repeat
+    # lets the next record wait to share a write with later ones (an idempotent step's: its loss
+    # in a crash only makes the step run again); chainlang.journal.jsonl.TranscriptWriter.defer_next
+    defer: Callable[[], None] = lambda: None
     replay: "Replay | None" = None
     notify: Callable[[str], None] = lambda text: None
     load_chain: "Callable[[str, str], ExecutionGraph] | None" = None  # (name or path, caller file) → graph

@@ -198,15 +198,21 @@ class StepPipeline:
                 await wait_left(retry_delay(retry, first - 1, run.run_id, ipath), began)
         record = run.record
         once = not (rt.spec.idempotent or rt.runs_chain)  # its start must be sealed before it acts
+        defer = run.defer
         for attempt in range(first, tries + 1):
-            record(StepStarted(ipath, name, attempt, params, tries))
             if once:
+                record(StepStarted(ipath, name, attempt, params, tries))
                 run.commit()
+            else:  # lost in a crash, it only makes the step run again: it may share a later write
+                defer()
+                record(StepStarted(ipath, name, attempt, params, tries))
             start = perf()
             result, error = await self.execute(node, rt, scope, ipath, params, attempt, start)
             if error is None:
                 duration = round((perf() - start) * 1000, 3)
                 try:
+                    if not once:
+                        defer()
                     record(StepFinished(ipath, name, "ok", result, None, duration, attempt))
                 except TypeError as exc:  # a value the encoder refuses: the result is at fault, not the run
                     error = error_of(RESULT, f"{name} returned a result that cannot be written as JSON: {exc}")
