@@ -203,7 +203,7 @@ def _decide_expression(expr: Any) -> Compiled | None:
     the chain knows; None for natural language ("the user is busy")."""
     if expr is None:
         return None
-    from chainlang.expr import compile_expression
+    from chainlang.expr.evaluate import compile_expression  # the module: no trip through the package
 
     fn: Compiled = compile_expression(expr)
     return fn
@@ -218,7 +218,7 @@ def _condition(cond: Condition | None) -> Compiled | None:
 def _expression(expr: Any) -> Compiled:
     """Compile an expression once: parsed expressions are shared by text (a thousand hooks
     with the same condition compile it once), and a compiled one depends on no place."""
-    from chainlang.expr import compile_expression
+    from chainlang.expr.evaluate import compile_expression  # the module: no trip through the package
 
     return _once(_EXPRESSIONS, expr, compile_expression)
 
@@ -233,7 +233,7 @@ def _value(value: Value) -> CompiledValue:
 def _template(template: Any) -> Compiled:
     """Compile a template once: parsed templates are shared by text, and a compiled one
     does not depend on where it is used (references are resolved by the run's scope)."""
-    from chainlang.expr import compile_template
+    from chainlang.expr.template import compile_template  # the module: no trip through the package
 
     return _once(_TEMPLATES, template, compile_template)
 
