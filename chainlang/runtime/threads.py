@@ -326,10 +326,8 @@ def attachment(root: Path, given: str | None, inputs: dict[str, Any]) -> str | N
 CALLS_CHAINS = frozenset({"chain.run", "agent.chain"})  # the events that run chains of their own
 
 
-def may_attach(graph: "ExecutionGraph", registry: Any) -> bool:
-    """Whether a run of `graph` that is not attached when it starts may become attached: a
-    `thread.match` step may run in it (in the chain, a hook's action, or a chain it calls).
-    A run that can do neither gets no ThreadRecorder: its steps pay nothing for threads."""
+def _event_names(graph: "ExecutionGraph") -> frozenset[str]:
+    """The events the steps of `graph` and of its hooks' actions call."""
     names: set[str] = set()
 
     def walk(nodes: Iterable["GraphNode"]) -> None:
@@ -343,6 +341,23 @@ def may_attach(graph: "ExecutionGraph", registry: Any) -> bool:
     for hook in graph.hook_set.hooks if graph.hook_set is not None else ():
         if hook.action is not None:
             walk(hook.action.nodes)
+    return frozenset(names)
+
+
+# by id() of the graph; each entry keeps its graph alive, so the id stays its own (bounded)
+_EVENT_NAMES: dict[int, tuple["ExecutionGraph", frozenset[str]]] = {}
+
+
+def may_attach(graph: "ExecutionGraph", registry: Any) -> bool:
+    """Whether a run of `graph` that is not attached when it starts may become attached: a
+    `thread.match` step may run in it (in the chain, a hook's action, or a chain it calls).
+    A run that can do neither gets no ThreadRecorder: its steps pay nothing for threads."""
+    entry = _EVENT_NAMES.get(id(graph))
+    if entry is None or entry[0] is not graph:  # once per compiled chain, not per run: a walk of every node
+        if len(_EVENT_NAMES) > 1024:
+            _EVENT_NAMES.clear()
+        entry = _EVENT_NAMES[id(graph)] = (graph, _event_names(graph))
+    names = entry[1]
     if "thread.match" in names or names & CALLS_CHAINS:
         return True
     return any(getattr(registry.get(name), "kind", None) == "chain" for name in names)
