@@ -75,73 +75,75 @@ class StepPipeline:
     async def __call__(self, node: "GraphNode", scope: Scope, ipath: str) -> None:
         """Run one event step (or one item of a foreach: `scope` then holds the loop variable),
         kept in `run.in_flight` while it runs: a detached wait ends the run only once no other
-        branch is in the middle of a step (runtime/waiting.py)."""
+        branch is in the middle of a step (runtime/waiting.py). (One coroutine, not two: this
+        is the path of every step.)"""
         flights = self.run.in_flight
         flights[ipath] = flights.get(ipath, 0) + 1
         try:
-            await self.step(node, scope, ipath)
+            run = self.run
+            name = node.event or ""
+            replay = run.replay
+            if replay is not None:
+                done = replay.finished.get(ipath)
+                if done is not None and not replay.retries_left(ipath, done, node.retry):
+                    self.replayed(node, scope, ipath, done)
+                    if done.status == "ok" and self.interceptors:  # post hooks decide again from what was recorded
+                        again = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id, node.expose,
+                                node.decide is not None and node.decide_expr is None)
+                        started = replay.started.get(ipath)
+                        for interceptor in self.interceptors:
+                            await interceptor.after(again, started.params if started else {}, done.result)
+                    return
+                if ipath in replay.skip and ipath in replay.started:
+                    self.finish_unstarted(node, scope, ipath, replay.started[ipath].params, "skipped",
+                                          "skipped on resume (--skip)")
+                    return
+            rt = self.resolve(node, scope, ipath, name)
+            info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id, node.expose,
+                                node.decide is not None and node.decide_expr is None) if self.interceptors else None
+            if info is not None:
+                for interceptor in self.interceptors:
+                    refused = interceptor.admit(info)
+                    if refused is not None:
+                        self.fail_early(node, scope, ipath, refused)
+            try:
+                if reads_ahead():
+                    params = await reading(lambda: {key: value.render(scope) for key, value in node.params.items()})
+                else:
+                    params = {key: value.render(scope) for key, value in node.params.items()}
+                if node.captures:  # what a registered or scheduled action reads of this chain, as it is now
+                    run.captured[ipath] = {key: accessor(replace(binding, captured=False), ref)(scope)
+                                           for key, binding, ref in node.captures}
+            except ExprEvalError as exc:
+                self.fail_early(node, scope, ipath, error_of(EXPRESSION, f"params (line {node.line}): {exc.message}"))
+            if info is not None:
+                try:
+                    for interceptor in self.interceptors:
+                        params = await interceptor.before(info, params)
+                except Refused as refused:
+                    if refused.status == "failed":
+                        tries = (node.retry.attempts if node.retry is not None else 1) if refused.as_attempt else None
+                        self.fail_early(node, scope, ipath, refused.error, params, tries)
+                    self.finish_unstarted(node, scope, ipath, params, "cancelled", refused.error["message"],
+                                          error=refused.error)
+                    return
+            if node.decide is None and not rt.check_params(params):  # valid as they are: no trip through validate
+                valid = params
+            else:
+                checked = await self.validate(node, rt, scope, ipath, params)
+                if checked is None:
+                    return
+                valid = checked
+            result = await self.attempts(node, rt, scope, ipath, valid)
+            if info is not None:
+                for interceptor in self.interceptors:
+                    await interceptor.after(info, valid, result)
         finally:
             left = flights[ipath] - 1
             if left:
                 flights[ipath] = left
             else:
                 del flights[ipath]
-
-    async def step(self, node: "GraphNode", scope: Scope, ipath: str) -> None:
-        run = self.run
-        name = node.event or ""
-        replay = run.replay
-        if replay is not None:
-            done = replay.finished.get(ipath)
-            if done is not None and not replay.retries_left(ipath, done, node.retry):
-                self.replayed(node, scope, ipath, done)
-                if done.status == "ok" and self.interceptors:  # post hooks decide again from what was recorded
-                    again = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id, node.expose,
-                            node.decide is not None and node.decide_expr is None)
-                    started = replay.started.get(ipath)
-                    for interceptor in self.interceptors:
-                        await interceptor.after(again, started.params if started else {}, done.result)
-                return
-            if ipath in replay.skip and ipath in replay.started:
-                self.finish_unstarted(node, scope, ipath, replay.started[ipath].params, "skipped",
-                                      "skipped on resume (--skip)")
-                return
-        rt = self.resolve(node, scope, ipath, name)
-        info = StepInfo(ipath, name, self.chain.graph.name, self.chain.graph.file, node.id, node.expose,
-                            node.decide is not None and node.decide_expr is None) if self.interceptors else None
-        if info is not None:
-            for interceptor in self.interceptors:
-                refused = interceptor.admit(info)
-                if refused is not None:
-                    self.fail_early(node, scope, ipath, refused)
-        try:
-            if reads_ahead():
-                params = await reading(lambda: {key: value.render(scope) for key, value in node.params.items()})
-            else:
-                params = {key: value.render(scope) for key, value in node.params.items()}
-            if node.captures:  # what a registered or scheduled action reads of this chain, as it is now
-                run.captured[ipath] = {key: accessor(replace(binding, captured=False), ref)(scope)
-                                       for key, binding, ref in node.captures}
-        except ExprEvalError as exc:
-            self.fail_early(node, scope, ipath, error_of(EXPRESSION, f"params (line {node.line}): {exc.message}"))
-        if info is not None:
-            try:
-                for interceptor in self.interceptors:
-                    params = await interceptor.before(info, params)
-            except Refused as refused:
-                if refused.status == "failed":
-                    tries = (node.retry.attempts if node.retry is not None else 1) if refused.as_attempt else None
-                    self.fail_early(node, scope, ipath, refused.error, params, tries)
-                self.finish_unstarted(node, scope, ipath, params, "cancelled", refused.error["message"],
-                                      error=refused.error)
-                return
-        valid = await self.validate(node, rt, scope, ipath, params)
-        if valid is None:
-            return
-        result = await self.attempts(node, rt, scope, ipath, valid)
-        if info is not None:
-            for interceptor in self.interceptors:
-                await interceptor.after(info, valid, result)
 
     # -- stages
 
