@@ -59,6 +59,7 @@ docs: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/check_bench.py
 	$(BIN)/python benchmarks/run_bench.py
+	$(BIN)/python benchmarks/runs_bench.py
 	$(BIN)/python benchmarks/hooks_bench.py
 	$(BIN)/python benchmarks/serve_bench.py
 	$(BIN)/python benchmarks/bench_waits.py

@@ -59,7 +59,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Callable, TypedDict
+from typing import Annotated, Any, Callable, TypedDict, cast
 
 TOOLS = Path(__file__).resolve().with_name("bench_tools.py")
 EVENT = "bench.noop"
@@ -463,6 +463,8 @@ def cli_run(chain: Path, transcript: Path, steps: int, quiet: bool) -> CliSample
     last = json.loads(transcript.read_text(encoding="utf-8").splitlines()[-1])
     transcript.unlink()
     run_cpu = None if at_start is None or at_end is None else (at_end - at_start) / 1e6
+    if float(last["duration_ms"]) < 20:  # the parent's wake-ups after the lines are as long as the run: no figure
+        run_cpu = None
     exit_cpu = None if at_open is None else cpu * 1000 - at_open / 1e6
     return CliSample(float(last["duration_ms"]), run_cpu, exit_cpu, wall * 1000, cpu * 1000)
 
@@ -489,8 +491,11 @@ def cli_bench(tmp: Path, sizes: list[int], headline: int, repeat: int) -> dict[t
         known = [v for v in values if v is not None]
         return min(known) if known else None
 
-    top = {key: CliSample(min(s.run_ms for s in got), low([s.run_cpu_ms for s in got]),
-                          low([s.exit_cpu_ms for s in got]), min(s.wall_ms for s in got), min(s.cpu_ms for s in got))
+    def run_cpu(got: list[CliSample]) -> float | None:  # none when the best run is too short to read (see cli_run)
+        return low([s.run_cpu_ms for s in got]) if min(s.run_ms for s in got) >= 20 else None
+
+    top = {key: CliSample(min(s.run_ms for s in got), run_cpu(got), low([s.exit_cpu_ms for s in got]),
+                          min(s.wall_ms for s in got), min(s.cpu_ms for s in got))
            for key, got in samples.items()}
 
     def per_step(value: float | None, steps: int) -> str:
@@ -517,6 +522,10 @@ def cli_bench(tmp: Path, sizes: list[int], headline: int, repeat: int) -> dict[t
           + f"   (cpu: to exit) target <= 1.2: run {verdict(plain_top.run_ms / quiet_top.run_ms, 1.2)}"
           + (f", to exit cpu {verdict(plain_cpu / quiet_cpu, 1.2)}" if plain_cpu is not None and quiet_cpu else ""))
     return top
+
+
+def per_step_or_none(total_ms: float | None, steps: int) -> float | None:
+    return None if total_ms is None else total_ms * 1000 / steps
 
 
 def scaling_line(label: str, per_step: dict[int, tuple[float, float | None]]) -> None:
@@ -562,15 +571,24 @@ def row(label: str, n: int | str, sample: Sample | None, per: int | None, note: 
 
 def ratio_line(label: str, wall: float, cpu: float, target: float | None, note: str = "") -> None:
     judged = f"target <= {target:<4g} {verdict(wall, target)}" if target is not None else ""
-    print(f"  {label:<50} {wall:7.3f} {cpu:7.3f}   {judged}{note}".rstrip())
+    cpu_text = f"{'-':>7}" if cpu != cpu else f"{cpu:7.3f}"  # NaN: no CPU figure (a CLI run too short to read)
+    print(f"  {label:<50} {wall:7.3f} {cpu_text}   {judged}{note}".rstrip())
+
+
+def bench_noop() -> Callable[..., Any]:
+    """The function chainlang calls for bench.noop: the loader caches the module, so the runs
+    and the baselines call this very object."""
+    from chainlang.registry.loading import load_tools
+
+    for spec in load_tools([str(TOOLS)], TOOLS.parent):
+        func = getattr(spec, "func", None)
+        if getattr(spec, "name", None) == EVENT and callable(func):
+            return cast(Callable[..., Any], func)
+    raise RuntimeError(f"{TOOLS} does not define {EVENT}")
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    from chainlang.registry.loading import load_tools
-
-    # the function chainlang calls: the loader caches the module, so the runs below reuse this object
-    noop = next(spec.func for spec in load_tools([str(TOOLS)], TOOLS.parent) if spec.name == EVENT)
-    assert noop is not None
+    noop = bench_noop()
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     graph_sizes = sorted({int(s) for s in args.graph_sizes.split(",") if s.strip()})
     cli_sizes = sorted({int(s) for s in args.cli_sizes.split(",") if s.strip()} | {args.cli_steps})
@@ -652,9 +670,8 @@ async def main_async(args: argparse.Namespace) -> None:
         scaling_line("in process (run_finished's duration; cpu from the transcript's opening)",
                      {n: (top[f"chain{n}"].wall_ms * 1000 / n, top[f"chain{n}"].cpu_ms * 1000 / n) for n in sizes})
     if len(cli_sizes) > 1:
-        scaling_line("through the CLI, default progress to a pipe (run's duration; run cpu to the exit)",
-                     {n: (cli[(n, False)].run_ms * 1000 / n,
-                          None if cli[(n, False)].run_cpu_ms is None else cli[(n, False)].run_cpu_ms * 1000 / n)
+        scaling_line("through the CLI, default progress to a pipe (run's duration; run cpu between its progress lines)",
+                     {n: (cli[(n, False)].run_ms * 1000 / n, per_step_or_none(cli[(n, False)].run_cpu_ms, n))
                       for n in cli_sizes})
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end; total {time.perf_counter() - started:.0f} s")
 
@@ -767,6 +784,100 @@ def report_in_process(samples: dict[str, list[Sample]], top: dict[str, Sample], 
             ratio_line(f"chainlang / LangGraph per step, {n:,} steps", *ratio(chain[n], n, sample, n), 0.15)
 
 
+# --------------------------------------------------------------------------- where a step's time goes
+
+# Phases of a step, by the module (or builtin) a function's own time is spent in; the first
+# match wins. Builtins not named here (dict.get, len, isinstance...) count for their callers'
+# phases, in proportion to the time each caller spent in them.
+PHASES: list[tuple[str, tuple[str, ...]]] = [
+    ("write (write(2), fsync)", ("posix.write", "posix.pwrite", "posix.fsync", "posix.fdatasync")),
+    ("seal (MAC)", ("journal/integrity.py", "_blake2", "blake2b")),
+    ("record/encode", ("journal/", "json/", "_json", "'encode' of 'str'", "builtins.round")),
+    ("render (references, templates)", ("chainlang/expr/", "compile/graph.py", "runtime/scope.py",
+                                        "runtime/secret_refs.py", "runtime/context.py")),
+    ("validate (params, schemas)", ("chainlang/schemas/", "chainlang/checks/", "runtime/inputs.py")),
+    ("call (the tool and its guard)", ("runtime/calls.py", "runtime/invoke.py", "runtime/inline.py",
+                                       "runtime/watchdog.py", "runtime/tool_context.py", "bench_tools.py")),
+    ("scheduling (asyncio, threads)", ("asyncio/", "selectors.py", "threading.py", "queue.py", "concurrent/",
+                                       "_contextvars", "_asyncio", "select.epoll", "_thread")),
+    ("step and walk (the interpreter)", ("chainlang/runtime/", "chainlang/compile/", "chainlang/model/")),
+]
+
+
+def phase_of(file: str, name: str) -> str | None:
+    """The phase of a function (None: a builtin that counts for its callers)."""
+    where = f"{file}:{name}".replace(os.sep, "/")
+    for phase, marks in PHASES:
+        if any(mark in where for mark in marks):
+            return phase
+    return None if file == "~" else "other"
+
+
+def phase_table(stats: Any) -> dict[str, float]:
+    """Seconds of own time by phase, from a pstats.Stats."""
+    raw = stats.stats  # (file, line, name) -> (primitive calls, calls, own time, cumulative, callers)
+    totals: dict[str, float] = {}
+
+    def phase_for(key: tuple[str, int, str], depth: int = 0) -> dict[str, float]:
+        """The shares of each phase in the own time of `key` (a builtin: its callers' phases)."""
+        found = phase_of(key[0], key[2])
+        if found is not None or depth > 3:
+            return {found or "other": 1.0}
+        callers = raw[key][4]
+        spent = sum(edge[2] for edge in callers.values()) or 1.0
+        shares: dict[str, float] = {}
+        for caller, edge in callers.items():
+            for phase, share in phase_for(caller, depth + 1).items():
+                shares[phase] = shares.get(phase, 0.0) + share * edge[2] / spent
+        return shares or {"other": 1.0}
+
+    for key, (_, _, own, _, _) in raw.items():
+        for phase, share in phase_for(key).items():
+            totals[phase] = totals.get(phase, 0.0) + own * share
+    return totals
+
+
+async def profile_steps(args: argparse.Namespace) -> None:
+    """cProfile of one run of a --cli-steps chain in process (prepared before, as
+    project.chain does: loading and checking are not in it), after a warm-up run; prints
+    the own time by phase and the top functions, and keeps the profile in --profile."""
+    import cProfile
+    import pstats
+
+    import chainlang
+
+    with tempfile.TemporaryDirectory(prefix="chainlang-profile-", dir=args.dir) as tmp_name:
+        root = Path(tmp_name)
+        (root / "chainlang.toml").write_text("", encoding="utf-8")
+        chain_file = root / "seq.chain.yaml"
+        chain_file.write_text(sequential_chain(args.cli_steps), encoding="utf-8")
+        project = await chainlang.open_project(root, tools=[str(TOOLS)], notify=lambda _: None)
+        chain = project.chain(os.fspath(chain_file))
+        if (await chain.run()).status != "ok":
+            raise RuntimeError("the warm-up run did not end ok")
+        profiler = cProfile.Profile()
+        profiler.enable()
+        result = await chain.run()
+        profiler.disable()
+        await project.aclose()
+    if result.status != "ok":
+        raise RuntimeError(f"the profiled run ended {result.status}")
+    profiler.dump_stats(args.profile)
+    stats = pstats.Stats(args.profile)
+    totals = phase_table(stats)
+    whole = sum(totals.values())
+    steps = args.cli_steps
+    print(f"\nwhere a step's time goes: cProfile of one {steps:,}-step run in process "
+          f"(run_finished's duration {result.duration_ms:.0f} ms under the profiler)")
+    print(f"  {'phase (own time)':<36} {'ms':>8} {'µs/step':>8} {'share':>6}")
+    for phase, seconds in sorted(totals.items(), key=lambda item: -item[1]):
+        print(f"  {phase:<36} {seconds * 1000:8.1f} {seconds * 1e6 / steps:8.2f} {seconds / whole:6.1%}")
+    print(f"  {'all':<36} {whole * 1000:8.1f} {whole * 1e6 / steps:8.2f}")
+    print(f"\n(the profiler adds its own cost to every call: compare the shares, not the totals, with the"
+          f" unprofiled figures)\nprofile kept in {args.profile}; the top functions by own time:")
+    stats.sort_stats("tottime").print_stats(args.top)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds; each figure is the best of them (default 5)")
@@ -784,6 +895,10 @@ def main() -> None:
     parser.add_argument("--dir", default=None,
                         help="where the chains and transcripts go, in a temporary directory removed at the end "
                              "(default: the system's temporary directory; give one on the disk you mean to measure)")
+    parser.add_argument("--profile", metavar="FILE", default=None,
+                        help="instead of the benchmark: cProfile one --cli-steps run in process, print where its "
+                             "time goes by phase and keep the profile in FILE")
+    parser.add_argument("--top", type=int, default=25, help="with --profile: functions listed (default 25)")
     args = parser.parse_args()
     if not 1 <= args.branches <= 1024:
         parser.error("--branches: a parallel group runs 1 to 1024 branches at once")
@@ -797,7 +912,7 @@ def main() -> None:
     import chainlang
 
     compileall.compile_dir(str(Path(chainlang.__file__).parent), quiet=1)
-    asyncio.run(main_async(args))
+    asyncio.run(profile_steps(args) if args.profile else main_async(args))
 
 
 if __name__ == "__main__":
