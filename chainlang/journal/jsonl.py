@@ -181,12 +181,9 @@ class TranscriptWriter:
         self.resumed = False
         self.repaired_torn_tail = False
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        existed = self.path.exists()
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(self.path, flags, 0o666)
+        fd, existed = _open_append(self.path)
         try:
-            self._seq, self._size = self._recover(fd)
+            self._seq, self._size = self._recover(fd) if existed else (0, 0)
             if durable and not existed:
                 _fsync_dir(self.path.parent)
         except BaseException:
@@ -494,6 +491,24 @@ def _to_utf8(line: str, record: dict[str, Any]) -> bytes:
         return (
             json.dumps(record, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n"
         ).encode("ascii")
+
+
+def _open_append(path: Path) -> tuple[int, bool]:
+    """The file at `path` opened to append (its parent directories made if needed), and
+    whether it existed. A new file is made with O_EXCL: no stat and no read of what it holds
+    (the common case: a run's new transcript)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(2):
+        try:
+            return os.open(path, flags | os.O_EXCL, 0o666), False
+        except FileExistsError:
+            try:
+                return os.open(path, flags & ~os.O_CREAT, 0o666), True
+            except FileNotFoundError:  # removed in between: make it anew
+                continue
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, flags, 0o666), True  # it keeps appearing and going: read what it holds
 
 
 def _write_all(fd: int, data: bytes) -> None:

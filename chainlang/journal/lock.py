@@ -59,10 +59,19 @@ class Head:
 
 
 _LINE_SIZE = 115
+_PID = [os.getpid()]  # this process's (getpid is a system call, and a head moves at every step that may not repeat)
+
+
+def _new_pid() -> None:  # a forked child is another process
+    _PID[0] = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_pid)
 
 
 def _line(seq: int, mac: bytes | None, seal: bytes) -> bytes:
-    line = b"pid=%010d seq=%020d mac=%s seal=%s\n" % (os.getpid(), seq, mac or b"-" * 32, seal)
+    line = b"pid=%010d seq=%020d mac=%s seal=%s\n" % (_PID[0], seq, mac or b"-" * 32, seal)
     assert len(line) == _LINE_SIZE
     return line
 
@@ -98,10 +107,14 @@ class RunLock:
         import fcntl
 
         path = head_path(transcript)
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_RDWR | (os.O_CREAT if create else 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            if not create:
+                raise
+            path.parent.mkdir(parents=True, exist_ok=True)  # only when missing: no mkdir per run
+            fd = os.open(path, flags, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
