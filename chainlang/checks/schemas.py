@@ -13,14 +13,16 @@ RULES = (rules.BAD_SCHEMA,)
 def check(ctx: CheckContext) -> None:
     if not ctx.chain.inputs and not ctx.chain.events:
         return
-    from jsonschema import Draft7Validator
-    from jsonschema.exceptions import SchemaError, best_match
-
     from chainlang.load.loader import node_at
     from chainlang.schemas.cache import entry
-    from chainlang.schemas.safe import iter_errors, schema_problems
+    from chainlang.schemas.meta import plainly_valid, schema_problems
 
     def valid(schema: Any, node: Any, fallback: Any, what: str) -> bool:
+        if plainly_valid(schema) and not schema_problems(schema):
+            return True  # the meta-schema accepts it for sure: no need to import jsonschema (~0.15 s cold)
+        from jsonschema import Draft7Validator
+        from jsonschema.exceptions import SchemaError, best_match
+
         try:
             Draft7Validator.check_schema(schema)
             for path, problem in schema_problems(schema):
@@ -42,6 +44,11 @@ def check(ctx: CheckContext) -> None:
 
     for spec in ctx.chain.inputs.values():
         if valid(spec.schema, spec.schema_node, spec.node, f"the schema of input '{spec.name}'") and "default" in spec.schema:
+            fast = entry(spec.schema).fast  # exact when it says valid; otherwise jsonschema gives the message
+            if fast is not None and fast(spec.schema["default"]):
+                continue
+            from chainlang.schemas.safe import iter_errors
+
             errors = iter_errors(entry(spec.schema).validator, spec.schema["default"])
             if errors:
                 default = node_at(spec.schema_node, ["default"]) if spec.schema_node is not None else None

@@ -21,6 +21,8 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from chainlang.schemas.meta import schema_problems as schema_problems  # re-exported: its home needs no jsonschema
+
 
 def _refuse(uri: str) -> Any:
     raise NoSuchResource(uri)
@@ -79,31 +81,6 @@ def iter_errors(validator: Any, instance: Any) -> list[ValidationError]:
         if isinstance(exc.__cause__, Unresolvable) or "Unresolvable" in type(exc).__name__:
             return []
         raise
-
-
-def schema_problems(schema: Any) -> list[tuple[list[Any], str]]:
-    """What makes a schema unusable here beyond draft-07 validity: (path, problem)."""
-    problems: list[tuple[list[Any], str]] = []
-    stack: list[tuple[list[Any], Any]] = [([], schema)]
-    while stack:
-        path, node = stack.pop()
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and not ref.startswith("#"):
-                problems.append((path + ["$ref"], f"'$ref' must point inside the schema ('#/...'); "
-                                 f"'{ref[:80]}' would be fetched, which chainlang never does"))
-            pattern = node.get("pattern")
-            if isinstance(pattern, str) and _compile(pattern)[0] is None:
-                problems.append((path + ["pattern"], f"{_compile(pattern)[1]} (patterns use RE2 syntax)"))
-            props = node.get("patternProperties")
-            if isinstance(props, dict):
-                for key in props:
-                    if _compile(key)[0] is None:
-                        problems.append((path + ["patternProperties", key], f"{_compile(key)[1]} (patterns use RE2 syntax)"))
-            stack.extend((path + [k], v) for k, v in node.items() if isinstance(v, (dict, list)))
-        elif isinstance(node, list):
-            stack.extend((path + [i], v) for i, v in enumerate(node) if isinstance(v, (dict, list)))
-    return sorted(problems, key=lambda item: [str(p) for p in item[0]])
 
 
 def json_kind(value: Any) -> str:
