@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from chainlang.diagnostics import rules
 from chainlang.errors import UsageError as UsageError  # public here too: chainlang.pipeline.UsageError
 from chainlang.diagnostics import Diagnostic, DiagnosticSink, has_errors, sort_diagnostics
+from chainlang.load.gc_pause import gc_paused
 from chainlang.load.source import SourceFile
 # one file loaded and modelled: below the checks (chainlang.model.files), public here too
 from chainlang.model.files import CHAIN_SUFFIXES as CHAIN_SUFFIXES
@@ -144,6 +145,7 @@ def check_loaded(files: Sequence[LoadedFile], registry: "Registry", context: Seq
     return check_project(files, registry, context)[0]
 
 
+@gc_paused()  # the collector would traverse the growing model again and again (load/gc_pause.py)
 def check_project(files: Sequence[LoadedFile], registry: "Registry",
                   context: Sequence[LoadedFile] = ()) -> tuple[list[Diagnostic], "Project", "Registry"]:
     """`check_loaded`, also returning the project (its named chains) and the registry with
@@ -249,6 +251,7 @@ def python_hook_files(registry: "Registry") -> list[LoadedFile]:
             for source, hooks in by_source.items()]
 
 
+@gc_paused()
 def check_files(
     paths: Sequence[str | os.PathLike[str]],
     tools: Sequence[str] = (),

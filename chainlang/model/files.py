@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from chainlang.diagnostics import DiagnosticSink
 from chainlang.errors import UsageError
+from chainlang.load.gc_pause import gc_paused
 from chainlang.load.source import SourceFile
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def is_chain_file(name: str) -> bool:
     return name.endswith(CHAIN_SUFFIXES) or name.endswith(HOOKS_SUFFIXES)
 
 
+@gc_paused()  # see load/gc_pause.py: checking is linear in the file's size this way
 def load_file(path: str, data: bytes | None = None, text: str | None = None, kind: str | None = None) -> LoadedFile:
     """The file at `path` (or its `data` / `text` when given) as a model, its problems in
     the file's sink. Raises UsageError only when the file cannot be read."""

@@ -11,6 +11,7 @@ whose hook resolves the captured references from those values.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,6 @@ def _config(root: Path) -> Any:
     """The project's chainlang.toml at `root` (None without one); StoreError when unreadable."""
     from chainlang.config.project import CONFIG_NAME, load_config
     from chainlang.errors import ConfigError
-    from chainlang.store import StoreError
 
     toml = Path(root) / CONFIG_NAME
     if not toml.is_file():
@@ -43,14 +43,19 @@ def _config(root: Path) -> Any:
     try:
         return load_config(toml)
     except ConfigError as exc:
+        from chainlang.store import StoreError  # imported only here: a check without a store never needs it
+
         raise StoreError(str(exc)) from None
 
 
 def store_exists(root: Path) -> bool:
     """Whether the project at `root` has a store yet (reading never creates one)."""
+    url = store_url(root)
+    if url is None and not os.path.lexists(root / STORE_FILE):
+        return False  # nothing at the default path, not even a dangling link: no need to import SQLAlchemy (~0.3 s)
     from chainlang.store.store import store_exists as exists
 
-    return exists(root, store_url(root))
+    return exists(root, url)
 
 
 def project_store(root: Path) -> "Store":
@@ -79,13 +84,16 @@ def stored_hook_files(root: Path) -> list["LoadedFile"]:
     """The active stored hooks of the project at `root` (none without a store: it is not
     created for reading)."""
     from chainlang.errors import UsageError
-    from chainlang.store import StoreError
 
     try:
         if not store_exists(root):
             return []
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    except Exception as exc:
+        from chainlang.store import StoreError  # imported only here and below: without a store it is never needed
+
+        if isinstance(exc, StoreError):
+            raise UsageError(str(exc)) from None
+        raise
     from chainlang.store import StoreError
 
     try:
