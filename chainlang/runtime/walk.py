@@ -301,12 +301,21 @@ class ChainRun:
 
 
 def run_binder(run: RunState, graph: ExecutionGraph) -> Binder:
-    """The accessors of a compiled chain's references, made once per run."""
+    """The accessors of a compiled chain's references, made once per compiled chain (an
+    accessor depends on the reference and its binding only: the runs of a chain share them)."""
     binder = run.binders.get(id(graph))
     if binder is None:
-        binder = Binder(graph.bindings)
-        run.binders[id(graph)] = binder
+        entry = _BINDERS.get(id(graph))
+        if entry is None or entry[0] is not graph:
+            if len(_BINDERS) > 1024:
+                _BINDERS.clear()
+            entry = _BINDERS[id(graph)] = (graph, Binder(graph.bindings))
+        binder = run.binders[id(graph)] = entry[1]
     return binder
+
+
+# by id() of the compiled chain; each entry keeps its graph alive, so the id stays its own (bounded)
+_BINDERS: dict[int, tuple[ExecutionGraph, Binder]] = {}
 
 
 __all__ = ["ChainRun", "run_binder"]
