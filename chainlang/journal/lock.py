@@ -98,6 +98,7 @@ class RunLock:
         self.found = head
         self._key: bytes | None = None
         self._map: mmap.mmap | None = None
+        self._sized = False  # the file is known to be one head line long (acquire made it so)
 
     @classmethod
     def acquire(cls, transcript: Path, *, create: bool = True) -> "RunLock":
@@ -134,10 +135,14 @@ class RunLock:
         lock.damaged = head is None and bool(data)
         # the holder's pid at once (it is not sealed), so a second process can name it
         if head is not None:
-            os.pwrite(fd, b"pid=%010d" % os.getpid(), 0)
+            os.pwrite(fd, b"pid=%010d" % _PID[0], 0)
         else:
-            os.ftruncate(fd, 0)
+            if data:  # damaged (a new head file is empty: nothing to cut)
+                os.ftruncate(fd, 0)
             os.pwrite(fd, _line(0, None, b"0" * 32), 0)
+        # a valid head line is all of the (at most 200) bytes read, else the file was cut and
+        # one line written: either way it is one line long, so `record` need not cut it again
+        lock._sized = True
         return lock
 
     damaged = False  #: the head file had content that is not a head line
@@ -153,7 +158,8 @@ class RunLock:
             return
         line = _line(seq, mac, _seal(key, seq, mac))
         if self._map is None:
-            os.ftruncate(self._fd, _LINE_SIZE)  # a damaged head may have been longer
+            if not self._sized:
+                os.ftruncate(self._fd, _LINE_SIZE)  # a damaged head may have been longer
             self._map = mmap.mmap(self._fd, _LINE_SIZE)
         self._map[:] = line
 
