@@ -9,9 +9,10 @@ on it whose action is `tools.now` (a trivial step).
      event accepted and recorded; /metrics is then polled until `chainlang_events_total`
      counts every one of them, i.e. their hooks have finished) and ?wait=1 (each answered
      once its hooks are done). The figure is events whose hooks finished per second
-     (target: >= 1,000/s on 2 cores). Beside it: serve's CPU time (utime + stime of
+     (target: >= 2,000/s on 2 cores, and >= 0.25x the aiohttp hello world of 3). Beside it: serve's CPU time (utime + stime of
      /proc/PID/stat, all its threads), the client's CPU time and the load average before
-     and after.
+     and after. Then the scaling line: 202 loads of --scale-events (500) at 1, 32 and 128
+     requests in flight (events/s should stay flat or rise with the concurrency, never drop).
   2. lateness of due tasks: before each load, --tasks (100) `once` tasks are added to the
      project's store (as `task.schedule` stores them: action `tools.now`), due at even
      intervals over the load's expected span. Each firing's lateness is read twice: from the
@@ -22,11 +23,14 @@ on it whose action is `tools.now` (a trivial step).
      many tasks at the same spacing, no events): the baseline. Target: p99 <= 100 ms.
   3. baselines in the same run: the hooks fired in this process by
      `chainlang.runtime.emit.fire` with a loaded project, as serve's engine calls it (no
-     HTTP, no store), one event at a time and --concurrency at a time, then with one store
-     transaction in a thread to claim each event and one to finish it (no HTTP); the public
+     HTTP, no store), one event at a time and --concurrency at a time, then with each event
+     claimed and finished in the store through serve's ledger (the claims and ends of one
+     moment in one transaction, in its thread; no HTTP); the public
      `emit_async`, which loads the project for each event; and an aiohttp hello-world server
      in a subprocess (reads the body, answers 202 with a small JSON object), driven by each
      client at the same concurrency: the most HTTP this stack allows on this machine.
+     The first row, fire() one at a time, is a one-step emit in process: its CPU per event
+     is checked against the target of 0.3 ms.
 
 The load's client is aiohttp's (`--client httpx` for httpx's): on this kind of machine
 httpx's AsyncClient costs milliseconds of CPU per request and tops out at a few hundred
@@ -42,7 +46,13 @@ event loop and the threads running the store's calls and the tools), with each t
 CPU time as the clock, and prints the top functions by cumulative and by own time (FILE:
 the merged stats, for `python -m pstats FILE`). The profiler slows serve several times.
 
+The project (and so every transcript it writes) lies in a temporary directory under --dir
+(default: the system's temporary directory). Where creating files is slow (some container
+/tmp file systems cost 20-40x a plain disk per file), give a directory on a real disk: serve
+creates a transcript and its head file per event.
+
 Usage: python benchmarks/serve_bench.py [--quick] [--events 2000] [--concurrency 32] [--tasks 100]
+                                        [--scale-events 500] [--dir DIR]
                                         [--client aiohttp|httpx] [--profile FILE] [--top 25]
 """
 
@@ -67,7 +77,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-TARGET_RATE = 1_000  # events whose hooks finished, per second, on 2 cores
+TARGET_RATE = 2_000  # events whose hooks finished, per second, on 2 cores
+TARGET_HELLO = 0.25  # ... and at least this fraction of the aiohttp hello world's rate
+TARGET_EMIT_CPU_US = 300.0  # CPU of a one-step emit in process (fire(), one at a time)
+SCALE_INFLIGHT = (1, 32, 128)  # the scaling line: requests in flight
 TARGET_P99_MS = 100.0  # lateness of a due task under that load
 EVENT = "bench.ping"
 
@@ -477,11 +490,13 @@ def lateness_row(label: str, ms: list[float]) -> str:
 async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool, runs: Path) -> tuple[float, float]:
     """`n` emits of bench.ping fired in this process as serve's engine fires them (a loaded
     project, `fire`), `concurrency` at a time; with_store: claimed and finished in the
-    store (in a thread) around each, as serve does. Returns (wall s, CPU s)."""
+    store around each through serve's ledger (the claims and ends of one moment share one
+    transaction, in its thread), as serve does. Returns (wall s, CPU s)."""
     from chainlang.runtime.admission import new_run_id, project_key, run_secrets, take_lock
     from chainlang.runtime.embedded import EMBEDDED
     from chainlang.runtime.emit import fire, load_project
     from chainlang.runtime.engine import FireJob
+    from chainlang.serve.ledger import Ledger
     from chainlang.tasks.stored import project_store
 
     project = load_project(root)
@@ -489,6 +504,7 @@ async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool
         raise RuntimeError(f"the bench project does not check: {project.diagnostics[:3]}")
     runs.mkdir(parents=True, exist_ok=True)
     store = project_store(root) if with_store else None
+    ledger = Ledger(store) if store is not None else None
     key = project_key(root, create=True)
     secrets = run_secrets(project.config)
     todo = iter(range(n))
@@ -498,8 +514,8 @@ async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool
         run_id = f"{new_run_id()}-{i}"
         where = runs / f"{run_id}.jsonl"
         claim_key = f"bench:{run_id}"
-        if store is not None:
-            await asyncio.to_thread(store.claim_emit, claim_key, EVENT, run_id, str(where))
+        if ledger is not None:
+            await ledger.claim(claim_key, EVENT, run_id, str(where), {"n": i})
         header: dict[str, Any] = {"chain": None, "file": str(root), "file_sha256": project.digest, "inputs": {}, "now": None,
                   "started_at": datetime.now().astimezone().isoformat(), "tools": [], "resumed": False,
                   "emit": {"event": EVENT, "data": {"n": i}, "id": claim_key}}
@@ -510,8 +526,8 @@ async def fire_in_process(root: Path, n: int, concurrency: int, with_store: bool
         finally:
             lock.release()
         statuses[result.status] += 1
-        if store is not None:
-            await asyncio.to_thread(store.finish_emit, claim_key, result.status)
+        if ledger is not None:
+            await ledger.finish(claim_key, result.status)
 
     async def worker() -> None:
         for i in todo:
@@ -609,6 +625,10 @@ def main() -> int:
     parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
                         help="also profile serve under a 202 load; write the merged cProfile stats to FILE")
     parser.add_argument("--top", type=int, default=25, help="functions listed per profile ordering")
+    parser.add_argument("--scale-events", type=int, default=None,
+                        help="events per point of the scaling line (default 500; --quick 100)")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the temporary project goes (default: the system's temporary directory)")
     parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp",
                         help="the load's HTTP client (default aiohttp; httpx is far slower, see the baselines)")
     args = parser.parse_args()
@@ -619,7 +639,8 @@ def main() -> int:
     print(f"serve benchmark — Python {sys.version.split()[0]}, {os.cpu_count()} cores, "
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {n:,} events, {c} in flight ({args.client} client), "
           f"{k} tasks per phase{' (quick)' if args.quick else ''}; chainlang at {_revision()}")
-    with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
+    m = args.scale_events or (100 if args.quick else 500)
+    with tempfile.TemporaryDirectory(prefix="serve-bench-", dir=args.dir) as tmp:
         base = Path(tmp)
         root = make_project(base / "project")
 
@@ -677,6 +698,10 @@ def main() -> int:
                                                poll=True, first=len(loads) * n, client=args.client)))
                 window = loads[-1].window
                 late[tag] = wait_fired(root, ids, 60.0 + span, until=window[1] if window else None)
+            # the scaling line: the same 202 load at each concurrency, one after the other
+            scaling = [asyncio.run(drive(serve.url, m, inflight, wait=False, label=f"{inflight} in flight",
+                                         server_cpu=serve.cpu, poll=True, first=(3 + i) * n, client=args.client))
+                       for i, inflight in enumerate(SCALE_INFLIGHT)]
             metrics = asyncio.run(_final_metrics(serve.url))
         finally:
             code = serve.stop()
@@ -711,7 +736,16 @@ def main() -> int:
               "every event had finished;\n    srv CPU: serve's user+system CPU over 'done'; us/ev: serve's CPU per "
               "event; cli CPU: the load client's, this process)")
         for one in loads:
-            print(f"   {one.label:28} [target >= {TARGET_RATE:,}/s on 2 cores: {verdict(one.rate >= TARGET_RATE)}]")
+            enough = one.rate >= TARGET_RATE and one.rate >= TARGET_HELLO * hello_load.rate
+            print(f"   {one.label:28} [target >= {TARGET_RATE:,}/s on 2 cores and >= {TARGET_HELLO}x the hello world: "
+                  f"{verdict(enough)}]")
+        print(f"\n   scaling: {m:,} POSTs (202) at each concurrency")
+        print(LOAD_HEADER)
+        for one in scaling:
+            print(fmt_load(one, hello_load.rate))
+        steady = all(later.rate >= 0.9 * earlier.rate for earlier, later in zip(scaling, scaling[1:]))
+        print(f"   [events/s flat or rising with the requests in flight (each >= 0.9x the one before): "
+              f"{'PASS' if steady else 'MISS (it drops)'}]")
 
         print(f"\n2. lateness of due tasks (ms; {k} once tasks per phase, due every {span / k * 1000:.0f} ms over "
               f"{span:.1f} s)")
@@ -737,7 +771,7 @@ def main() -> int:
         rows = [
             (f"fire() in process, 1 at a time ({inproc_n})", inproc_n, *seq),
             (f"fire() in process, {c} at a time ({inproc_n})", inproc_n, *par),
-            (f"  + store claim/finish in a thread", inproc_n, *stored),
+            (f"  + store claim/finish (serve's ledger)", inproc_n, *stored),
             (f"emit_async() (loads the project), 1 at a time ({api_n})", api_n, *api),
         ]
         accepted = loads[0].rate
@@ -745,6 +779,9 @@ def main() -> int:
             rate = count / wall
             print(f"   {label:44} {rate:10,.0f} {wall / count * 1e6:9,.0f} {cpu / count * 1e6:9,.0f}  "
                   f"{accepted / rate:6.2f}x")
+        emit_cpu = seq[1] / inproc_n * 1e6
+        print(f"   a one-step emit in process: {emit_cpu:,.0f} us CPU  [target <= {TARGET_EMIT_CPU_US:.0f} us: "
+              f"{'PASS' if emit_cpu <= TARGET_EMIT_CPU_US else 'MISS (above target)'}]")
         for kind, got in hellos.items():
             print(f"   {'aiohttp hello world over HTTP, ' + kind + ' client':44} {got.rate:10,.0f} "
                   f"{got.done_s / got.n * 1e6:9,.0f} {got.server_cpu_s / got.n * 1e6:9,.0f}  "

@@ -213,9 +213,11 @@ class Engine:
                       wait: bool) -> Reply:
         """202 once the job's transcript has begun; its result when it ended (or `wait`)."""
         started = self._began.setdefault(run_id, asyncio.Event())
-        waiter = asyncio.create_task(started.wait())
-        await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
+        if not started.is_set() and not job.done():
+            # a job that ends before its transcript began answers too; a callback instead of a
+            # second task and asyncio.wait: two fewer tasks and their wake-ups per event
+            job.add_done_callback(lambda _: started.set())
+            await started.wait()
         self._began.pop(run_id, None)
         delivered = self._delivered.pop(run_id, [])
         if wait or job.done():
