@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
     from chainlang.runtime.replay import Replay
     from chainlang.runtime.engine import Engine, EngineChooser, FireJob
+    from chainlang.store import Store
     from chainlang.runtime.host import RunEnd
     from chainlang.redaction import Redactor
     from chainlang.runtime.session import Session
@@ -261,12 +262,51 @@ def _answer_problems(root: Path, data: Any) -> list[str]:
 def deliver_to_waits(root: Path, name: str, data: Any, emit_id: str) -> list[dict[str, Any]]:
     """Deliver the event to the waits it matches (runtime/deliver.py): the runs it went to."""
     from chainlang.runtime.deliver import deliver_event
-    from chainlang.tasks.stored import project_store
 
-    with project_store(root) as store:
-        rows = deliver_event(store, name, data, emit_id)
+    store = waits_store(root)
+    if store is None:
+        return []
+    rows = deliver_event(store, name, data, emit_id)
     return [{"run_id": row.run_id, "step": row.step, "transcript": row.transcript, "engine": row.engine}
             for row in rows]
+
+
+def waits_store(root: Path) -> "Store | None":
+    """The project's store, for the waits an emit delivers to; None when it has none (a
+    wait is recorded in the store before its run waits: without one, nothing waits). Kept
+    open for the process (opening it, checking its schema and compiling the query again
+    were about 10 ms of CPU an emit); opened again when its file was replaced, or in a
+    forked child."""
+    from chainlang.tasks.stored import project_store, store_exists
+
+    key = (str(root), os.getpid())
+    entry = _WAITS_STORES.get(key)
+    if entry is not None:
+        store, file, identity = entry
+        if file is None or identity == _file_identity(file):
+            return store
+        del _WAITS_STORES[key]
+        store.close()
+    if not store_exists(root):
+        return None
+    store = project_store(root)
+    if len(_WAITS_STORES) >= 8:  # a process that emits in many projects (tests): keep the newest
+        oldest = next(iter(_WAITS_STORES))
+        _WAITS_STORES.pop(oldest)[0].close()
+    file = store.path if store.dialect == "sqlite" else None
+    _WAITS_STORES[key] = (store, file, _file_identity(file) if file is not None else None)
+    return store
+
+
+def _file_identity(file: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(file)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+_WAITS_STORES: dict[tuple[str, int], tuple["Store", Path | None, tuple[int, int] | None]] = {}
 
 
 async def fire(engine: "Engine", job: "FireJob", where: Path, key: bytes, lock: "RunLock", redactor: "Redactor", *,
@@ -313,7 +353,8 @@ async def fire_job(job: "FireJob", session: "Session") -> "RunEnd":
             return end
         return await fire_hooks(
             job.project, job.run_id, job.header, session.record, FixedClock(job.pinned) if job.pinned else SystemClock(),
-            job.decider, session.tell, replay=job.replay, commit=session.commit, top=job.top,
+            job.decider, session.tell, replay=job.replay, commit=session.commit, defer=session.writer.defer_next,
+            top=job.top,
             interrupted=f"the emit was interrupted; continue it with: chainlang resume {session.where}")
     finally:
         SECRETS.reset(read)
@@ -339,7 +380,8 @@ def _emit_secrets(project: Project, redactor: "Redactor",
 
 async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], record: Callable[["Record"], Any],
                      clock: Any, decider: Any, notify: Callable[[str], None], *, replay: "Replay | None" = None,
-                     commit: Callable[[], None] = lambda: None, top: "tuple[CompiledHook, ...] | None" = None,
+                     commit: Callable[[], None] = lambda: None, defer: Callable[[], None] = lambda: None,
+                     top: "tuple[CompiledHook, ...] | None" = None,
                      interrupted: str = "the emit was interrupted", executor: Any = None,
                      recorder: Any = None, references: Any = None, elapsed: Any = None) -> "RunEnd":
     """Fire the hooks of one emit (`header["emit"]`) and wait for their actions, every
@@ -381,7 +423,7 @@ async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], reco
     # an emit's hook actions: their chains' own budgets; a hook action's thread.match may attach the emit
     spec = RunSpec(run_id, limits_graph(project.root), {}, header, project.root, project.registry, project.loader,
                    hooks=project.hooks, replay=replay, budget=(None, None, 0, 0))
-    host = RunHost(record=recorded, clock=clock, decider=decider, notify=notify, commit=commit,
+    host = RunHost(record=recorded, clock=clock, decider=decider, notify=notify, commit=commit, defer=defer,
                    executor=executor, recorder=recorder, record_thread=True, references=references,
                    elapsed=elapsed, interrupted=interrupted)
     run = begin(open_run(spec, host))
