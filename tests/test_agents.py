@@ -441,7 +441,9 @@ def test_a_resumed_run_gives_back_the_recorded_answers_and_asks_nothing(project:
     assert killed.stdout == ""
     before = records(project)
     assert [c["task"] for c in of_type(before, "model_call")] == ["think", "chain"]
-    assert list(finished(before)) == ["1", "2", "3/1"]  # killed in the written chain's second step
+    # killed in the written chain's second step; the lines of its idempotent steps (3/1 done,
+    # 3/2 started) may still have been waiting to share a write, and gone with the process
+    assert list(finished(before)) in (["1", "2"], ["1", "2", "3/1"])
     # a second question would now get another answer: the resume must not ask
     write(project, "answers.yaml", OTHER_RULES)
     resumed = cli(project, "resume", "run.jsonl", "--json", "--progress", "quiet")
@@ -452,7 +454,7 @@ def test_a_resumed_run_gives_back_the_recorded_answers_and_asks_nothing(project:
     recs = records(project)
     assert of_type(recs, "model_call") == of_type(before, "model_call")  # no new call (the budget of 2 holds)
     started = [r["step"] for r in of_type(recs, "step_started")]
-    assert started.count("3/1") == 1 and started.count("3/2") == 2 and started.count("3/3") == 1
+    assert started.count("3/1") == 1 and started.count("3/2") in (1, 2) and started.count("3/3") == 1
     assert [r["status"] for r in of_type(recs, "run_finished")] == ["ok"]
 
 
