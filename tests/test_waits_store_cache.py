@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from chainlang.runtime.emit import deliver_to_waits, waits_store
+from chainlang.runtime.deliver import waits_store
+from chainlang.runtime.emit import deliver_to_waits
 from chainlang.store import open_store
 from chainlang.tasks.stored import STORE_FILE
 

@@ -15,7 +15,9 @@ the run keeps waiting.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlang.compile.wait_graph import ANSWER_EVENT
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from chainlang.store import Store
     from chainlang.store.waits import WaitRow
 
-__all__ = ["check_answer", "deliver_event", "matches"]
+__all__ = ["check_answer", "deliver_event", "matches", "waits_store"]
 
 
 @lru_cache(maxsize=4096)
@@ -111,3 +113,41 @@ def deliver_event(store: "Store", event: str, payload: Any, emit_id: str | None)
     else:
         chosen = [(row.run_id, row.step) for row in rows if matches(row, payload)]
     return store.deliver_waits(chosen, payload, emit_id)
+
+
+def waits_store(root: Path) -> "Store | None":
+    """The project's store, for the waits an emit delivers to; None when it has none (a
+    wait is recorded in the store before its run waits: without one, nothing waits). Kept
+    open for the process (opening it, checking its schema and compiling the query again
+    were about 10 ms of CPU an emit); opened again when its file was replaced, or in a
+    forked child."""
+    from chainlang.tasks.stored import project_store, store_exists
+
+    key = (str(root), os.getpid())
+    entry = _WAITS_STORES.get(key)
+    if entry is not None:
+        store, file, identity = entry
+        if file is None or identity == _file_identity(file):
+            return store
+        del _WAITS_STORES[key]
+        store.close()
+    if not store_exists(root):
+        return None
+    store = project_store(root)
+    if len(_WAITS_STORES) >= 8:  # a process that emits in many projects (tests): keep the newest
+        oldest = next(iter(_WAITS_STORES))
+        _WAITS_STORES.pop(oldest)[0].close()
+    file = store.path if store.dialect == "sqlite" else None
+    _WAITS_STORES[key] = (store, file, _file_identity(file) if file is not None else None)
+    return store
+
+
+def _file_identity(file: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(file)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+_WAITS_STORES: dict[tuple[str, int], tuple["Store", Path | None, tuple[int, int] | None]] = {}

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
     from chainlang.runtime.replay import Replay
     from chainlang.runtime.engine import Engine, EngineChooser, FireJob
-    from chainlang.store import Store
     from chainlang.runtime.host import RunEnd
     from chainlang.redaction import Redactor
     from chainlang.runtime.session import Session
@@ -261,7 +260,7 @@ def _answer_problems(root: Path, data: Any) -> list[str]:
 
 def deliver_to_waits(root: Path, name: str, data: Any, emit_id: str) -> list[dict[str, Any]]:
     """Deliver the event to the waits it matches (runtime/deliver.py): the runs it went to."""
-    from chainlang.runtime.deliver import deliver_event
+    from chainlang.runtime.deliver import deliver_event, waits_store
 
     store = waits_store(root)
     if store is None:
@@ -271,42 +270,6 @@ def deliver_to_waits(root: Path, name: str, data: Any, emit_id: str) -> list[dic
             for row in rows]
 
 
-def waits_store(root: Path) -> "Store | None":
-    """The project's store, for the waits an emit delivers to; None when it has none (a
-    wait is recorded in the store before its run waits: without one, nothing waits). Kept
-    open for the process (opening it, checking its schema and compiling the query again
-    were about 10 ms of CPU an emit); opened again when its file was replaced, or in a
-    forked child."""
-    from chainlang.tasks.stored import project_store, store_exists
-
-    key = (str(root), os.getpid())
-    entry = _WAITS_STORES.get(key)
-    if entry is not None:
-        store, file, identity = entry
-        if file is None or identity == _file_identity(file):
-            return store
-        del _WAITS_STORES[key]
-        store.close()
-    if not store_exists(root):
-        return None
-    store = project_store(root)
-    if len(_WAITS_STORES) >= 8:  # a process that emits in many projects (tests): keep the newest
-        oldest = next(iter(_WAITS_STORES))
-        _WAITS_STORES.pop(oldest)[0].close()
-    file = store.path if store.dialect == "sqlite" else None
-    _WAITS_STORES[key] = (store, file, _file_identity(file) if file is not None else None)
-    return store
-
-
-def _file_identity(file: Path) -> tuple[int, int] | None:
-    try:
-        info = os.stat(file)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-_WAITS_STORES: dict[tuple[str, int], tuple["Store", Path | None, tuple[int, int] | None]] = {}
 
 
 async def fire(engine: "Engine", job: "FireJob", where: Path, key: bytes, lock: "RunLock", redactor: "Redactor", *,
