@@ -39,3 +39,19 @@ def test_a_missing_head_file_is_not_made_without_create(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         RunLock.acquire(tmp_path / "nowhere" / "t.jsonl", create=False)
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("moves", [1, 16, 17, 40])
+def test_the_head_is_where_the_last_move_put_it_before_and_after_the_file_is_mapped(
+        tmp_path: Path, moves: int) -> None:
+    # the first moves are written with pwrite(2), the later ones through a mapping of the file
+    transcript = tmp_path / "t.jsonl"
+    with RunLock.acquire(transcript) as lock:
+        lock.use_key(KEY)
+        for seq in range(1, moves + 1):
+            lock.record(seq, b"%032x" % seq)
+            found = head_path(transcript).read_bytes()
+            assert found.startswith(b"pid=%010d seq=%020d mac=%032x " % (os.getpid(), seq, seq)), (seq, found)
+    assert os.path.getsize(head_path(transcript)) == LINE
+    with RunLock.acquire(transcript, create=False) as again:
+        assert isinstance(again.found, Head) and again.found.seq == moves and again.found.valid(KEY)

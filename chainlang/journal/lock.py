@@ -59,6 +59,9 @@ class Head:
 
 
 _LINE_SIZE = 115
+#: head moves written with pwrite(2) before the head file is mapped: setting a mapping up
+#: and tearing it down costs about as much as 16 of them; past that, a move is a memory write
+_PWRITES = 16
 _PID = [os.getpid()]  # this process's (getpid is a system call, and a head moves at every step that may not repeat)
 
 
@@ -99,6 +102,7 @@ class RunLock:
         self._key: bytes | None = None
         self._map: mmap.mmap | None = None
         self._sized = False  # the file is known to be one head line long (acquire made it so)
+        self._moves = 0  # head moves written so far with pwrite(2), before the file is mapped
 
     @classmethod
     def acquire(cls, transcript: Path, *, create: bool = True) -> "RunLock":
@@ -160,6 +164,11 @@ class RunLock:
         if self._map is None:
             if not self._sized:
                 os.ftruncate(self._fd, _LINE_SIZE)  # a damaged head may have been longer
+                self._sized = True
+            self._moves += 1
+            if self._moves <= _PWRITES:  # a short run: a system call a move costs less than a mapping
+                os.pwrite(self._fd, line, 0)
+                return
             self._map = mmap.mmap(self._fd, _LINE_SIZE)
         self._map[:] = line
 
