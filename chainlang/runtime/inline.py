@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import sys
 import time
 from asyncio import events
 from typing import Any, Callable
@@ -102,12 +103,12 @@ async def call_inline(func: Callable[..., Any], kwargs: dict[str, Any], deadline
             events._set_running_loop(loop)
             if local is not None and getattr(local, "_loop", None) is not current:  # asyncio.run in the tool
                 asyncio.set_event_loop(current)
-            if time.perf_counter() - start >= QUICK:  # not quick after all: back to threads, for longer
+            # not quick after all (or interrupted at a deadline, however long it had): back to
+            # threads, and four times as many quick calls there before it comes back
+            if time.perf_counter() - start >= QUICK or sys.exc_info()[0] is watchdog.LoopBlocked:
                 pace = _PACES[func]
                 pace.quick, pace.needed = 0, pace.needed * 4
     except watchdog.LoopBlocked as exc:
-        pace = _PACES[func]  # however long it had: it held the loop to a deadline
-        pace.quick, pace.needed = 0, pace.needed * 4
         if own is not None and exc.deadline >= own:
             raise LoopTimeout() from None
         for _ in range(3):  # the run's deadline (limits.timeout): its timer runs after this task's next step,
