@@ -1,5 +1,6 @@
-"""Package data (grammar, schemas, stdlib declarations), found the same way
-in an installed wheel (chainlang/_data/...) and in a source checkout (repo top)."""
+"""Package data (grammar, schemas, stdlib declarations, the rules' docs pages), found
+the same way in an installed wheel (chainlang/_data/...) and in a source checkout
+(the repo's top, or docs/ for the rules' pages)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from functools import cache
 from pathlib import Path
 
 
+_CHECKOUT = {"checks": "docs/checks"}  # where a checkout keeps what the wheel has in _data/
+
+
 @cache
 def data_dir(name: str) -> Path:
-    """The directory `grammar`, `schemas` or `stdlib`."""
+    """The directory `grammar`, `schemas`, `stdlib` or `checks` (docs/checks in a checkout)."""
     package = Path(__file__).resolve().parent
-    for candidate in (package / "_data" / name, package.parent / name):
+    for candidate in (package / "_data" / name, package.parent / _CHECKOUT.get(name, name)):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from chainlang import __version__
 from chainlang.diagnostics import Diagnostic, Rule
 from chainlang.output import FORMATS, render
 from chainlang.output.github import escape_data, escape_property
-from chainlang.output.sarif import SARIF_SCHEMA, artifact_location, help_uri
+from chainlang.output.sarif import SARIF_SCHEMA, artifact_location, docs_url, help_uri
+from chainlang.redaction import Redactor
 from chainlang.diagnostics.rules import (
     ALL_RULES,
     EXPR_SYNTAX,
@@ -33,6 +35,7 @@ from chainlang.load.source import SourceFile
 
 DATA = Path(__file__).parent / "data"
 SARIF_SCHEMA_FILE = DATA / "sarif-schema-2.1.0.json"
+DOCS_CHECKS = Path(__file__).parent.parent / "docs" / "checks"
 SARIF_SCHEMA_SHA256 = "ddddcccbf95c7c50c037b5b07eff4140556278ca574ff374db46786b5fce7949"
 
 MAIL = "chains/mail.chain.yaml"
@@ -476,6 +479,61 @@ def test_sarif_driver_lists_every_rule(sarif_validator: Draft4Validator) -> None
         (rule.id, rule.slug, rule.title, rule.severity) for rule in ALL_RULES
     ]
     assert [r["helpUri"] for r in rules] == [help_uri(rule) for rule in ALL_RULES]
+    assert driver["informationUri"] == docs_url()
+
+
+def test_sarif_rules_carry_their_docs_page_as_help(sarif_validator: Draft4Validator) -> None:
+    """GitHub code scanning requires fullDescription and help on every rule: they come from
+    the rule's page in docs/checks, with its links made absolute on the docs site."""
+    rules = sarif([], sarif_validator)["runs"][0]["tool"]["driver"]["rules"]
+    base = docs_url()
+    for rule, described in zip(ALL_RULES, rules):
+        page = (DOCS_CHECKS / f"{rule.slug}.md").read_text(encoding="utf-8")
+        full = described["fullDescription"]["text"]
+        assert full != rule.title and "\n" not in full and "**" not in full, (rule.id, full)
+        assert not re.search(r"\]\([^)\s]*\.md", full), (rule.id, "a link is left in", full)
+        prose = next(p for p in page.split("\n\n") if not p.startswith(("#", "**Severity:**", "<!--")))
+        first_words = " ".join(prose.split()[:3]).replace("`", "")
+        assert full.startswith(first_words), (rule.id, full[:80], first_words)
+        markdown = described["help"]["markdown"]
+        assert not markdown.startswith("# ") and "<!--" not in markdown and "\n## " in markdown, rule.id
+        assert not re.search(r"\]\((?!https?://|#)", markdown), (rule.id, "a relative link is left")
+        assert described["help"]["text"] == f"{full}\n\nExamples and how to fix it: {help_uri(rule)}\n"
+        group = re.search(r"\*\*Group:\*\* \[[^]]+\]\(index\.md#([a-z-]+)\)", page)
+        assert group is not None and described["properties"]["tags"] == ["chainlang", group.group(1)], rule.id
+    # links: a sibling rule's page, a reference page with its anchor, the checks index
+    ref_secret = rules[[r.id for r in ALL_RULES].index(next(r.id for r in ALL_RULES if r.slug == "ref-secret"))]
+    assert f"]({base}reference/references/#secrets)" in ref_secret["help"]["markdown"]
+    assert f"]({base}checks/ref-input/)" in ref_secret["help"]["markdown"]
+
+
+def test_sarif_help_links_follow_the_docs_url(monkeypatch: pytest.MonkeyPatch,
+                                              sarif_validator: Draft4Validator) -> None:
+    monkeypatch.setenv("CHAINLANG_DOCS_URL", "https://docs.example.org/chainlang")
+    driver = sarif([], sarif_validator)["runs"][0]["tool"]["driver"]
+    assert driver["informationUri"] == "https://docs.example.org/chainlang/"
+    assert "](https://docs.example.org/chainlang/checks/" in "".join(r["help"]["markdown"] for r in driver["rules"])
+
+
+def test_sarif_results_carry_snippets_unless_a_secret_is_near(sarif_validator: Draft4Validator) -> None:
+    region = sarif([UNKNOWN], sarif_validator)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert region["region"]["snippet"] == {"text": "emial.send"}
+    assert region["contextRegion"] == {"startLine": 2, "endLine": 4, "snippet": {
+        "text": "steps:\n  - emial.send: {to: bob}\n  - notify.user:"}}
+    two_lines = diag(UNKNOWN_KEY, "two lines", MAIL, 3, 18, 4, 9)
+    region = sarif([two_lines], sarif_validator)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert region["region"]["snippet"] == {"text": "to: bob}\n  - noti"}
+    # a secret of the project on a context line: no snippet at all (a cut could show part of it)
+    out = json.loads(render([UNKNOWN], "sarif", MAIL_SOURCES, secrets=Redactor(["notify.user"])))
+    physical = out["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert "snippet" not in physical["region"] and "contextRegion" not in physical
+    assert "notify.user" not in json.dumps(out["runs"][0]["results"])
+    # a file whose text is not at hand, or a region past its end: the location alone
+    alone = json.loads(render([UNKNOWN], "sarif", {}))["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert "snippet" not in alone["region"] and "contextRegion" not in alone
+    beyond = diag(UNKNOWN_KEY, "past the end", MAIL, 40, 1, 40, 2)
+    physical = sarif([beyond], sarif_validator)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert "snippet" not in physical["region"] and "contextRegion" not in physical
 
 
 def test_sarif_default_tool_version(sarif_validator: Draft4Validator) -> None:
@@ -495,7 +553,10 @@ def test_sarif_results(sarif_validator: Draft4Validator) -> None:
             {
                 "physicalLocation": {
                     "artifactLocation": {"uri": "chains/mail.chain.yaml", "uriBaseId": "%SRCROOT%"},
-                    "region": {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 15},
+                    "region": {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 15,
+                               "snippet": {"text": "emial.send"}},
+                    "contextRegion": {"startLine": 2, "endLine": 4,
+                                      "snippet": {"text": "steps:\n  - emial.send: {to: bob}\n  - notify.user:"}},
                 }
             }
         ],

@@ -119,6 +119,9 @@ def test_wheel_contains_the_package_data(wheel: Path) -> None:
     for folder, pattern in (("grammar", "*.lark"), ("schemas", "*.json"), ("stdlib", "*.yaml")):
         expected = {f"chainlang/_data/{folder}/{p.name}" for p in (REPO / folder).glob(pattern)}
         assert expected and expected <= names, sorted(expected - names)
+    # the rules' docs pages: the help of `check --format sarif` (output/rule_docs.py)
+    pages = {f"chainlang/_data/checks/{p.name}" for p in (REPO / "docs" / "checks").glob("*.md")}
+    assert pages and pages <= names, sorted(pages - names)
     assert "chainlang/py.typed" in names
     assert "chainlang/cli/main.py" in names
     assert not any(n.startswith(("tests/", "examples/", "chainlang/tests/")) for n in names)

@@ -79,5 +79,5 @@ def render(
     if fmt == "sarif":
         from chainlang.output import sarif
 
-        return sarif.render(diagnostics, tool_version=tool_version)
+        return sarif.render(diagnostics, tool_version=tool_version, sources=sources, secrets=secrets)
     raise AssertionError(fmt)

@@ -1,11 +1,16 @@
 """Diagnostics as a SARIF 2.1.0 log, for code-scanning uploads.
 
-One run, whose `tool.driver` lists every rule of the catalogue (`id`, the slug
-as `name`, the title as `shortDescription`, the default level, and a
-`helpUri`: the rule's page of the docs site), so that a viewer can describe
-rules that produced no result in this run. Each result
-points at its rule by `ruleId` and `ruleIndex`; a hint is appended to the
-message text.
+One run, whose `tool.driver` (with `informationUri`: the docs site) lists every
+rule of the catalogue, so that a viewer can describe rules that produced no
+result in this run: `id`, the slug as `name`, the title as `shortDescription`,
+the rule's docs page as `fullDescription` (its description) and `help` (the
+page, as text and markdown: output/rule_docs.py), `helpUri` (the page on the
+site), the default level, and `properties.tags` (the rule's group). GitHub
+code scanning requires `fullDescription` and `help`. Each result points at
+its rule by `ruleId` and `ruleIndex`; a hint is appended to the message text.
+When the file's text is at hand, the region carries a `snippet` (the text it
+covers) and a `contextRegion` (its lines and one on each side), unless a
+secret of the project occurs in those lines: then neither is written.
 
 Locations keep the path as the diagnostic gives it, written as a URI
 reference: backslashes become slashes and characters that a URI cannot hold
@@ -33,8 +38,17 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote, urlsplit
 
+from typing import TYPE_CHECKING
+
 from chainlang.diagnostics import Diagnostic, Rule
 from chainlang.diagnostics.rules import ALL_RULES
+from chainlang.output.rule_docs import rule_docs
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from chainlang.load.source import SourceFile
+    from chainlang.redaction import Redactor
 
 __all__ = ["DOCS_URL", "DOCS_URL_ENV", "SARIF_SCHEMA", "SARIF_VERSION", "docs_url", "help_uri", "render"]
 
@@ -63,7 +77,12 @@ def help_uri(rule: Rule, base: str | None = None) -> str:
     return f"{docs_url() if base is None else base}checks/{quote(rule.slug)}/"
 
 
-def render(diagnostics: Sequence[Diagnostic], *, tool_version: str) -> str:
+MAX_SNIPPET = 2000  # characters of a snippet at most (a minified line is cut)
+
+
+def render(diagnostics: Sequence[Diagnostic], *, tool_version: str,
+           sources: "Mapping[str, SourceFile] | None" = None, secrets: "Redactor | None" = None) -> str:
+    """The SARIF log of `diagnostics` (masked already); `sources` give the snippets."""
     base = docs_url()
     log = {
         "$schema": SARIF_SCHEMA,
@@ -74,11 +93,12 @@ def render(diagnostics: Sequence[Diagnostic], *, tool_version: str) -> str:
                     "driver": {
                         "name": "chainlang",
                         "version": tool_version,
+                        "informationUri": base,
                         "rules": [_rule(rule, base) for rule in ALL_RULES],
                     }
                 },
                 "columnKind": "unicodeCodePoints",
-                "results": [_result(d) for d in diagnostics],
+                "results": [_result(d, (sources or {}).get(d.file), secrets) for d in diagnostics],
             }
         ],
     }
@@ -90,16 +110,22 @@ def _level(severity: str) -> str:
 
 
 def _rule(rule: Rule, base: str) -> dict[str, object]:
+    page = help_uri(rule, base)
+    docs = rule_docs(rule, base, page)
     return {
         "id": rule.id,
         "name": rule.slug,
         "shortDescription": {"text": rule.title},
-        "helpUri": help_uri(rule, base),
+        "fullDescription": {"text": docs.description},
+        "help": {"text": docs.text, "markdown": docs.markdown},
+        "helpUri": page,
         "defaultConfiguration": {"level": _level(rule.severity)},
+        "properties": {"tags": ["chainlang", *docs.tags]},
     }
 
 
-def _result(d: Diagnostic) -> dict[str, object]:
+def _result(d: Diagnostic, source: "SourceFile | None" = None, secrets: "Redactor | None" = None
+            ) -> dict[str, object]:
     result: dict[str, object] = {"ruleId": d.rule}
     if d.rule in _RULE_INDEX:
         result["ruleIndex"] = _RULE_INDEX[d.rule]
@@ -108,12 +134,36 @@ def _result(d: Diagnostic) -> dict[str, object]:
     result["message"] = {"text": text}
     physical: dict[str, object] = {"artifactLocation": artifact_location(d.file)}
     if d.line >= 1:
-        physical["region"] = _region(d)
+        physical["region"] = region = _region(d)
+        if source is not None:
+            _add_snippets(physical, region, source, secrets)
     result["locations"] = [{"physicalLocation": physical}]
     return result
 
 
-def _region(d: Diagnostic) -> dict[str, int]:
+def _add_snippets(physical: dict[str, object], region: dict[str, object], source: "SourceFile",
+                  secrets: "Redactor | None") -> None:
+    """The region's text and its context lines, when the file has those lines and none of
+    them holds a secret (a cut through a secret would show part of it)."""
+    first, last = int(str(region["startLine"])), int(str(region["endLine"]))
+    if last > source.line_count:
+        return
+    above, below = max(first - 1, 1), min(last + 1, source.line_count)
+    lines = [source.line_text(n).removesuffix("\r") for n in range(above, below + 1)]
+    if secrets and any(secrets.mask(line) != line for line in lines):
+        return
+    covered = lines[first - above : last - above + 1]
+    start, end = int(str(region["startColumn"])) - 1, int(str(region["endColumn"])) - 1
+    if len(covered) == 1:
+        text = covered[0][start:end]
+    else:
+        text = "\n".join([covered[0][start:], *covered[1:-1], covered[-1][:end]])
+    region["snippet"] = {"text": text[:MAX_SNIPPET]}
+    physical["contextRegion"] = {"startLine": above, "endLine": below,
+                                 "snippet": {"text": "\n".join(lines)[:MAX_SNIPPET]}}
+
+
+def _region(d: Diagnostic) -> dict[str, object]:
     start_column = max(d.column, 1)
     end_line = max(d.end_line, d.line)
     end_column = max(d.end_column, 1)
