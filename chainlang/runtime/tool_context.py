@@ -24,6 +24,25 @@ def progress_fraction(fraction: Any) -> float | None:
     return fraction
 
 
+def _progress_args(message: Any, fraction: Any = None) -> tuple[Any, Any]:
+    return message, fraction
+
+
+def _notify_args(text: Any) -> Any:
+    return text
+
+
+def _checked(name: str, shape: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`shape(*args, **kwargs)`, or a TypeError naming the ctx call a tool got wrong (raised in
+    the tool, so its step fails saying so; never in the event loop's thread, where the call
+    is carried out later and an error could only be printed)."""
+    try:
+        return shape(*args, **kwargs)
+    except TypeError as exc:
+        why = str(exc).split("() ", 1)[-1]
+        raise TypeError(f"ctx.{name}: {why}") from None
+
+
 def build_tool_context(*, run_id: str, chain: str | None, event: str, step: str, attempt: int, clock: Clock,
                        state_dir: Path, report: Callable[[str, float | None], None],
                        notify: Callable[[Any], None], project: Path | None, registry: Any,
@@ -34,12 +53,16 @@ def build_tool_context(*, run_id: str, chain: str | None, event: str, step: str,
     outside 0..1 as None), `notify` each notification, `clock` is the run's clock as the
     tool reads it."""
 
-    def progress(message: str, fraction: float | None = None) -> None:
+    def progress(*args: Any, **kwargs: Any) -> None:  # (message, fraction=None)
+        message, fraction = _checked("progress(message, fraction=None)", _progress_args, args, kwargs)
         report(str(message)[:PROGRESS_TEXT_LIMIT], progress_fraction(fraction))
+
+    def notify_user(*args: Any, **kwargs: Any) -> None:  # (text)
+        notify(_checked("notify(text)", _notify_args, args, kwargs))
 
     return RunContext(
         run_id=run_id, chain=chain, step=step, event=event, attempt=attempt,
         idempotency_key=idempotency_key(run_id, step, attempt), clock=clock, state_dir=state_dir,
-        progress=progress, notify=notify, project=project, registry=registry, captured=captured,
+        progress=progress, notify=notify_user, project=project, registry=registry, captured=captured,
         models=models, decider=decider, allow=allow,
     )
