@@ -171,3 +171,73 @@ def test_cli_graph_refuses_a_chain_with_errors() -> None:
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert "[CL023 ref-forward]" in proc.stderr
+
+
+HOOKED = """\
+chain: demo.hooks
+events:
+  deploy.finished:
+    description: The CI system finished a deployment.
+    payload: {type: object, properties: {ok: {type: boolean}}, required: [ok]}
+steps:
+  - tools.now
+  - user.notify: {message: hello}
+  - task.register:
+      trigger: post:tools.now
+      action:
+        - user.notify: {message: later}
+hooks:
+  - id: loud
+    trigger: pre:user.notify
+    set: {title: Note}
+  - id: after-notify
+    trigger: post:user.*
+    condition: event.params.level == 'error'
+    max_depth: 2
+    action:
+      - user.notify: {message: again, level: warning}
+  - id: deploy
+    trigger: post:deploy.finished
+    condition: not ok
+    action:
+      - user.notify: {message: Deploy failed, level: error}
+"""
+
+
+def test_hooks_are_drawn_beside_the_flow(tmp_path: Path) -> None:
+    """Each hook in firing order with its trigger, condition and what it does; dashed edges
+    into (pre) or out of (post) every step of its event (globs too), from an external event's
+    own node, and from the step that registers an action."""
+    _, graph = compiled(tmp_path, HOOKED)
+    mermaid = to_mermaid(graph)
+    hooks_part = mermaid.split("    finish([\"end\"])\n", 1)[1]
+    assert hooks_part == """\
+    hook1[/"hook loud<br/>pre:user.notify<br/>set title"/]
+    hook2[/"hook after-notify<br/>post:user.*<br/>if event.params.level == 'error'<br/>action: user.notify"/]
+    hook3[/"hook deploy<br/>post:deploy.finished<br/>if not ok<br/>action: user.notify"/]
+    event1>"deploy.finished"]
+    hook4[/"hook registered by step 3<br/>post:tools.now<br/>action: user.notify"/]
+    begin --> s1
+    s1 --> s2
+    s2 --> s3
+    s3 --> finish
+    hook1 -.->|pre| s2
+    s2 -.->|post| hook2
+    event1 -.->|post| hook3
+    s3 -.->|registers| hook4
+    s1 -.->|post| hook4"""
+    dot = to_dot(graph)
+    assert 'hook1 [label="hook loud\\npre:user.notify\\nset title", shape=parallelogram];' in dot
+    assert 'event1 [label="deploy.finished", shape=cds];' in dot
+    assert '  hook1 -> s2 [label="pre", style=dashed];' in dot
+    assert '  s2 -> hook2 [label="post", style=dashed];' in dot
+
+
+def test_a_hooks_file_is_drawn_as_its_hooks() -> None:
+    proc = run_cli("graph", "examples/budget-watch.hooks.yaml")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "flowchart TD" and "begin" not in proc.stdout, proc.stdout
+    assert lines[1].startswith('    hook1[/"hook sarah-budget<br/>post:email.received<br/>if sender contains')
+    assert lines[1].endswith('<br/>action: calendar.create, user.notify"/]')
+    assert lines[2:] == ['    event1>"email.received"]', "    event1 -.->|post| hook1"]

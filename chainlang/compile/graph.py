@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from chainlang.compile.firing_order import Orderable, firing_order
+from chainlang.compile.hook_summary import HookSummary, hook_summaries
 from chainlang.expr.ast import Ref
 from chainlang.model.bindings import ChainBindings
 from chainlang.compile.loops import repeat_node
@@ -94,6 +95,8 @@ class ExecutionGraph:
     max_parallel: int
     allow: tuple[str, ...] | None
     hooks: tuple[str, ...]  # the chain's own hook labels in firing order (compile.firing_order)
+    # the same hooks as `chainlang graph` draws them (compile/hook_summary.py)
+    hook_summaries: tuple[HookSummary, ...] = ()
     # what each reference names, from the checker's analysis: the runtime binds nothing itself
     bindings: ChainBindings = field(default_factory=ChainBindings, repr=False)
     # the hooks in force while it runs, compiled (chainlang.compile.hooks.HookSet): for the chain a
@@ -125,6 +128,7 @@ def compile_chain(chain: Chain) -> ExecutionGraph:
         max_parallel=limits.max_parallel,
         allow=tuple(p for p, _ in chain.allow) if chain.allow is not None else None,
         hooks=tuple(hook_order(chain)),
+        hook_summaries=hook_summaries(chain),
         bindings=chain.bindings,
         max_model_calls=limits.max_model_calls,
         max_tokens=limits.max_tokens,

@@ -3,22 +3,31 @@
 Steps are nodes; edges follow the order of execution: a parallel group fans
 out to its branches and joins after them, an if block is a decision node with
 `then` and `else` edges, a wait (or user.ask) a node of its own shape saying
-what it waits for and how long. Output is deterministic (ids come from step paths).
+what it waits for and how long. The chain's hooks (its `hooks:`, and the
+actions its steps register or schedule) are drawn beside the flow, in firing
+order, with dashed edges: a `pre:` hook into each step of its event, a
+`post:` or `error:` hook out of it, an event no step of the chain has (an
+external one) as a node of its own, a registered action from its step. Output
+is deterministic (ids come from step paths and firing order).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 from chainlang.compile import ExecutionGraph, GraphNode
+from chainlang.compile.hook_summary import HookSummary
 
 
 @dataclass
 class _Flow:
     nodes: list[tuple[str, str, str]] = field(default_factory=list)  # id, label, shape
     edges: list[tuple[str, str, str]] = field(default_factory=list)  # from, to, label
+    events: list[tuple[str, str]] = field(default_factory=list)  # event name, id of a step node calling it
+    hook_edges: list[tuple[str, str, str]] = field(default_factory=list)  # dashed: from, to, label
 
 
 def _node_id(path: str) -> str:
@@ -53,13 +62,54 @@ def _label(node: GraphNode) -> str:
 
 def _flow(graph: ExecutionGraph) -> _Flow:
     flow = _Flow()
+    if not graph.nodes and graph.hook_summaries:  # a hooks file: its hooks alone
+        _hooks(graph.hook_summaries, flow)
+        return flow
     # ids "begin"/"finish": `end` is a reserved word in Mermaid flowcharts
     flow.nodes.append(("begin", "start", "round"))
     exits = _sequence(graph.nodes, ["begin"], flow, "")
     flow.nodes.append(("finish", "end", "round"))
     for e in exits:
         flow.edges.append((e, "finish", ""))
+    _hooks(graph.hook_summaries, flow)
     return flow
+
+
+_PHASE_LABELS = {"pre": "pre", "post": "post", "error": "on error"}
+
+
+def _hooks(hooks: tuple[HookSummary, ...], flow: _Flow) -> None:
+    """The hooks beside the flow (see the module docstring)."""
+    outside: dict[str, str] = {}  # an event no step calls -> its node
+    for index, hook in enumerate(hooks):
+        hid = f"hook{index + 1}"
+        flow.nodes.append((hid, _hook_label(hook), "hook"))
+        if hook.origin is not None:
+            flow.hook_edges.append((_node_id(hook.origin), hid, "registers" if hook.kind == "registered" else "schedules"))
+        if hook.phase is None or hook.pattern is None:
+            continue
+        steps = [nid for event, nid in flow.events if fnmatchcase(event, hook.pattern)]
+        if not steps:
+            if hook.pattern not in outside:
+                outside[hook.pattern] = f"event{len(outside) + 1}"
+                flow.nodes.append((outside[hook.pattern], hook.pattern, "event"))
+            steps = [outside[hook.pattern]]
+        label = _PHASE_LABELS.get(hook.phase, hook.phase)
+        for nid in steps:
+            flow.hook_edges.append((hid, nid, label) if hook.phase == "pre" else (nid, hid, label))
+
+
+def _hook_label(hook: HookSummary) -> str:
+    if hook.kind == "scheduled":
+        lines = [f"scheduled by step {hook.origin}"]
+    else:
+        lines = [f"hook {hook.label}"]
+        if hook.phase is not None:
+            lines.append(f"{hook.phase}:{hook.pattern}")
+    if hook.condition:
+        lines.append(f"if {_short(hook.condition, 60)}")
+    lines.extend(_short(does, 60) for does in hook.does)
+    return "\n".join(lines)
 
 
 def _sequence(nodes: tuple[GraphNode, ...], entries: list[str], flow: _Flow, label: str) -> list[str]:
@@ -73,6 +123,7 @@ def _step(node: GraphNode, entries: list[str], flow: _Flow, label: str) -> list[
     nid = _node_id(node.path)
     if node.kind == "event":
         flow.nodes.append((nid, _label(node), "box"))
+        flow.events.append((node.event or "", nid))
         for e in entries:
             flow.edges.append((e, nid, label))
         return [nid]
@@ -198,13 +249,15 @@ def _mermaid_text(text: str) -> str:
 def to_mermaid(graph: ExecutionGraph) -> str:
     flow = _flow(graph)
     shapes = {"round": ("([", "])"), "box": ("[", "]"), "diamond": ("{", "}"), "fork": ("[[", "]]"), "join": ("((", "))"),
-              "wait": ("{{", "}}")}
+              "wait": ("{{", "}}"), "hook": ("[/", "/]"), "event": (">", "]")}
     lines = ["flowchart TD"]
     for nid, label, shape in flow.nodes:
         left, right = shapes[shape]
         lines.append(f'    {nid}{left}"{_mermaid_text(label)}"{right}')
     for a, b, label in flow.edges:
         lines.append(f"    {a} -->|{label}| {b}" if label else f"    {a} --> {b}")
+    for a, b, label in flow.hook_edges:
+        lines.append(f"    {a} -.->|{label}| {b}")
     return "\n".join(lines)
 
 
@@ -214,12 +267,15 @@ def _dot_text(text: str) -> str:
 
 def to_dot(graph: ExecutionGraph) -> str:
     flow = _flow(graph)
-    shapes = {"round": "oval", "box": "box", "diamond": "diamond", "fork": "box3d", "join": "point", "wait": "hexagon"}
+    shapes = {"round": "oval", "box": "box", "diamond": "diamond", "fork": "box3d", "join": "point", "wait": "hexagon",
+              "hook": "parallelogram", "event": "cds"}
     lines = ["digraph chain {", "  rankdir=TB;", '  node [fontname="Helvetica"];']
     for nid, label, shape in flow.nodes:
         lines.append(f'  {nid} [label="{_dot_text(label)}", shape={shapes[shape]}];')
     for a, b, label in flow.edges:
         lines.append(f'  {a} -> {b} [label="{_dot_text(label)}"];' if label else f"  {a} -> {b};")
+    for a, b, label in flow.hook_edges:
+        lines.append(f'  {a} -> {b} [label="{_dot_text(label)}", style=dashed];')
     lines.append("}")
     return "\n".join(lines)
 
