@@ -204,7 +204,10 @@ def test_golden_transcripts_are_written_then_compared(shop: pytest.Pytester) -> 
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("chain: quote.chain.yaml\nexpct: {}\n", "golden.chaintest.yaml:2:1: expct: not a key of a test file; the keys are chain, chainlang, data"),
+    ("chain: quote.chain.yaml\nexpct: {}\n",
+     "golden.chaintest.yaml:2:1: expct: not a key of a test file; did you mean 'expect'? the keys are chain, chainlang, data"),
+    ("chain: quote.chain.yaml\nexpect: {outptus: {}}\n",
+     "golden.chaintest.yaml:2:10: outptus: not a key of expect; did you mean 'outputs'? the keys are calls, error"),
     ("chain: quote.chain.yaml\nexpect: {status: done}\n", "golden.chaintest.yaml:2:18: expect/status: 'done' is not one of"),
     ("chain: [oops\n", "golden.chaintest.yaml:1:8: invalid YAML"),
     ("inputs: {a: 1}\n", "golden.chaintest.yaml:1:1: a test runs a chain (chain: FILE), fires an event (emit: EVENT) or has steps"),
@@ -217,6 +220,21 @@ def test_a_bad_test_file_is_a_collection_error_naming_the_line(shop: pytest.Pyte
     result.assert_outcomes(errors=1)
     assert expected in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_chain_that_does_not_check_fails_pointing_at_the_users_file(shop: pytest.Pytester) -> None:
+    """The test runs a copy of the project, but its failure names the user's file (relative to
+    where pytest runs), line and column, with the checker's hint, never the temporary copy."""
+    (shop.path / "quote.chain.yaml").write_text(CHAIN.replace("{inputs.item}", "{inputs.itme}"),
+                                                encoding="utf-8")
+    write(shop, "quote.chaintest.yaml", "chain: quote.chain.yaml\ninputs: {item: apple}\n"
+                                        "tools: {shop.price: {returns: {price: 1}}}\nexpect: {status: ok}\n")
+    result = run(shop)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert ("status invalid: quote.chain.yaml:7:33: CL022 the chain declares no input 'itme' (declared: item) "
+            "(did you mean 'item'?); expected ok") in out, out
+    assert "chaintest-" not in out.split("the project's copy is kept in")[0], out
 
 
 def test_the_fixture_gives_python_tests_a_project_copy(shop: pytest.Pytester) -> None:

@@ -75,6 +75,24 @@ class ChainProject:
         if models is not None:
             self._decider = self._scripted_decider(models)
 
+    def home(self, path: str) -> str:
+        """A path in the copy as the user's file it was copied from (relative to the working
+        directory when under it): what a failure should point at. Others are left as they are."""
+        try:
+            inside = Path(path).resolve().relative_to(self.root.resolve())
+        except (ValueError, OSError):
+            return path
+        user = self.source / inside
+        try:
+            return str(user.relative_to(Path.cwd()))
+        except ValueError:
+            return str(user)
+
+    def problems(self, diagnostics: Any) -> str:
+        """The errors of a chain that did not check, each at the user's file, with its hint."""
+        return "; ".join(f"{self.home(d.file)}:{d.line}:{d.column}: {d.rule} {d.message}"
+                         + (f" ({d.hint})" if d.hint else "") for d in diagnostics if d.severity == "error")
+
     # -- what a test does --------------------------------------------------------------
 
     def run(self, chain: str, inputs: dict[str, Any] | None = None, *, thread: str | None = None,
@@ -115,8 +133,7 @@ class ChainProject:
     def _ended(self, result: Any, notes: list[str]) -> StepResult:
         error = result.error.get("message") if isinstance(result.error, dict) else None
         if result.status == "invalid":
-            error = "; ".join(f"{d.file}:{d.line}:{d.column}: {d.rule} {d.message}" for d in result.diagnostics
-                              if d.severity == "error")
+            error = self.problems(result.diagnostics)
         return StepResult("run", result.status, dict(result.outputs), error, _records(result.transcript),
                           notes=notes, transcript=result.transcript, run_id=result.run_id)
 
@@ -139,8 +156,7 @@ class ChainProject:
         if result.errors:
             error = "; ".join(result.errors)
         elif result.diagnostics:
-            error = "; ".join(f"{d.file}:{d.line}:{d.column}: {d.rule} {d.message}" for d in result.diagnostics
-                              if d.severity == "error")
+            error = self.problems(result.diagnostics)
         elif isinstance(result.error, dict):
             hooks = [f"{f.get('hook')}: {f['error'].get('message')}" for f in result.fired
                      if isinstance(f.get("error"), dict)]

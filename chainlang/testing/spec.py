@@ -144,8 +144,12 @@ class _Reader:
             if error.validator == "additionalProperties" and isinstance(error.instance, dict):
                 allowed = sorted(error.schema.get("properties", {}))
                 unknown = sorted(set(error.instance) - set(allowed))
+                from chainlang.diagnostics.suggest import did_you_mean
+
+                hint = did_you_mean(unknown[0], allowed)
                 raise ChaintestError(f"{self.key_where(at, unknown[0])}: {unknown[0]}: not a key of "
-                                     f"{'a test file' if not at else shown}; the keys are {', '.join(allowed)}")
+                                     f"{'a test file' if not at else shown}; " + (f"{hint} " if hint else "")
+                                     + f"the keys are {', '.join(allowed)}")
             raise self.fail(at, f"{shown}: {_short(error.message)}")
 
     def key_where(self, at: list[Any], key: str) -> str:
