@@ -105,6 +105,13 @@ def test_completion_of_events_keys_and_params(client: Client, tmp_path: Path) ->
     items = result["items"] if isinstance(result, dict) else result
     [from_item] = [i for i in items if i["label"] == "from"]
     assert "required" in from_item["detail"] and from_item["documentation"]["value"].startswith("The starting point")
+    # every key offered says what it is (the schemas describe each key)
+    for line, character in ((5, 4), (6, 3)):
+        result = client.request("textDocument/completion", {"textDocument": {"uri": uri},
+                                                            "position": {"line": line, "character": character}})
+        keys = [i for i in (result["items"] if isinstance(result, dict) else result) if i.get("kind") == 10]
+        assert keys and all(i.get("detail") for i in keys), [i["label"] for i in keys if not i.get("detail")]
+        assert line == 6 or {"description", "decide", "retry"} <= {i["label"] for i in keys}
 
 
 def test_completion_in_hooks(client: Client, tmp_path: Path) -> None:

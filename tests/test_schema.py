@@ -243,13 +243,14 @@ def best(validator: Draft7Validator, instance: Any) -> tuple[list[Any], str]:
 
 def assert_names_unknown_key(errors: list[tuple[list[Any], str]], path: list[Any], key: str,
                              allowed: list[str]) -> None:
-    """Every error is at `path` and about `key`; one says it is unexpected, one lists the allowed keys."""
+    """One error, at `path`, about `key`, listing the allowed keys (or, among a compact step's
+    event names, saying it does not match): an editor shows one diagnostic per misspelt key."""
     assert errors, "no error"
-    assert all(where == path and repr(key) in message for where, message in errors), errors
-    assert any("was unexpected" in message or "does not match" in message for _, message in errors), errors
-    listing = [message for _, message in errors if "is not one of" in message]
-    assert len(listing) == 1, errors
-    assert all(repr(name) in listing[0] for name in allowed), listing
+    assert len(errors) == 1, errors
+    where, message = errors[0]
+    assert where == path and repr(key) in message, errors
+    if allowed and "does not match" not in message:
+        assert "is not one of" in message and all(repr(name) in message for name in allowed), message
 
 
 @pytest.mark.parametrize(
@@ -287,10 +288,8 @@ def test_the_top_level_typo_of_the_issue(chain_validator: Draft7Validator) -> No
     """`stpes:` for `steps:` is reported as that key, not as "not valid under any of the given schemas"."""
     errors = all_errors(chain_validator, {"chain": "a.b", "stpes": ["tools.now"]})
     assert ([], "'steps' is a required property") in errors
-    assert ([], "Additional properties are not allowed ('stpes' was unexpected)") in errors
     assert sorted(message for _, message in errors) == sorted([
         "'steps' is a required property",
-        "Additional properties are not allowed ('stpes' was unexpected)",
         f"'stpes' is not one of {CHAIN_KEYS!r}",
     ])
     assert not any("any of the given schemas" in message for _, message in errors)
