@@ -779,11 +779,14 @@ def test_help_in_process() -> None:
 def test_version() -> None:
     from importlib.metadata import version
 
+    from chainlang.version import describe
+
     proc = cli("--version")
     assert proc.returncode == 0
-    assert proc.stdout.strip().endswith(f", version {chainlang.__version__}")  # `python -m chainlang.cli, version ...`
+    assert proc.stdout == describe() + "\n"  # `chainlang X.Y.Z (commit SHA DATE)`: tests/test_version.py
+    assert proc.stdout.startswith(f"chainlang {chainlang.__version__} (commit ")
     result = CliRunner().invoke(main, ["--version"], prog_name="chainlang")
-    assert result.output == f"chainlang, version {chainlang.__version__}\n"
+    assert result.output == describe() + "\n"
     assert version("chainlang") == chainlang.__version__
 
 
@@ -796,7 +799,7 @@ def test_console_script_matches_module() -> None:
     assert proc.returncode == 0
     assert proc.stdout == cli("check", "examples").stdout
     proc = subprocess.run([str(script), "--version"], env=clean_env(), capture_output=True, check=False, text=True, timeout=60)
-    assert proc.stdout == f"chainlang, version {chainlang.__version__}\n"
+    assert proc.stdout == cli("--version").stdout
 
 
 # -- the Python API -----------------------------------------------------------------

@@ -42,6 +42,12 @@ DATA_FILES = [
 ]
 
 
+def chainlang_version() -> str:
+    from chainlang.version import __version__
+
+    return __version__
+
+
 def run(cmd: list[str], cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NO_COLOR", "FORCE_COLOR", "CHAINLANG_DEBUG")}
@@ -162,6 +168,14 @@ def test_installed_package_comes_from_the_wheel(venv: Venv, outside: Path) -> No
         assert path.is_relative_to(root) and path.parent.name == "_data", info
 
 
+def test_the_installed_wheel_names_its_version_and_commit(venv: Venv, outside: Path) -> None:
+    proc = run([str(venv.chainlang), "--version"], cwd=outside)
+    assert proc.returncode == 0, describe(proc)
+    head = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%H %cs"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert proc.stdout == f"chainlang {chainlang_version()} (commit {head[0][:12]} {head[1]})\n", proc.stdout
+
+
 def test_check_examples_outside_the_repo(venv: Venv, outside: Path) -> None:
     proc = run([str(venv.chainlang), "check", "examples/"], cwd=outside)
     assert proc.returncode == 0, describe(proc)
@@ -223,6 +237,6 @@ def test_version_and_help_from_the_wheel(venv: Venv, outside: Path) -> None:
     import chainlang
 
     proc = run([str(venv.chainlang), "--version"], cwd=outside)
-    assert proc.stdout == f"chainlang, version {chainlang.__version__}\n"
+    assert proc.stdout.startswith(f"chainlang {chainlang.__version__} (commit ")  # the commit: test below
     proc = run([str(venv.chainlang), "--help"], cwd=outside)
     assert proc.returncode == 0 and proc.stdout.startswith("Usage: chainlang ")
