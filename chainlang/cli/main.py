@@ -111,8 +111,18 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from chainlang.version import describe
+
+    click.echo(describe())
+    ctx.exit()
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="chainlang")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version and the commit it comes from, and exit.")
 def main() -> None:
     """chainlang: check and run declarative YAML event chains."""
 
