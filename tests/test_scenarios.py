@@ -275,7 +275,7 @@ def test_1_morning_routine_with_the_thread_switch(project: Path) -> None:
     assert back.outputs["action"] == "suggest_switch" and back.outputs["thread_id"] == morning
     assert groceries.outputs["thread_id"] == morning and groceries.outputs["action"] == "continue"
     reminder = [t for t in tasks(project).values() if t.get("description") == "Buy groceries"]
-    assert len(reminder) == 1 and reminder[0]["due"] == "2026-11-19T17:00:00.000000+00:00", reminder
+    assert len(reminder) == 1 and reminder[0]["due"] == "2026-11-19T17:00:00.000Z", reminder
     assert reminder[0]["action"] == [{"user.notify": {"message": "Time to buy groceries"}}]
     # each thread holds its own turns only
     assert not events(project, morning, "email.search")
@@ -331,7 +331,7 @@ def test_4_research_and_a_presentation(project: Path) -> None:
     assert document.output == path.read_text(encoding="utf-8")
     assert "Acme Corp cut every plan by 15%" in document.output
     [review] = [t for t in tasks(project).values() if t.get("description") == "Review the pricing presentation"]
-    assert review["due"] == "2026-11-20T08:00:00.000000+00:00"
+    assert review["due"] == "2026-11-20T08:00:00.000Z"
 
 
 def test_5_daily_journal_and_the_end_of_day_digest(project: Path) -> None:
@@ -340,7 +340,7 @@ def test_5_daily_journal_and_the_end_of_day_digest(project: Path) -> None:
     [search] = events(project, review.outputs["thread_id"], "memory.search")
     assert {m["date"] for m in search["result"]["matches"]} == {"2026-11-17"} and len(search["result"]["matches"]) == 4
     routine = tasks(project)["end-of-day"]
-    assert (routine["type"], routine["cron"], routine["due"]) == ("repeat", "0 18 * * *", "2026-11-19T18:00:00.000000+00:00")
+    assert (routine["type"], routine["cron"], routine["due"]) == ("repeat", "0 18 * * *", "2026-11-19T18:00:00.000Z")
     assert routine["action"] == ["assistant.end_of_day"]
     # what serve runs at 18:00: the digest of the day, today's turn in it
     assert digest.outputs["entries"] == 1 and "Beacon" in digest.outputs["projects"]

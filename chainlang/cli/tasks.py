@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chainlang.cli.moments import moment, moments
 from chainlang.cli.projectstore import open_project_store, project_root
 from chainlang.errors import UsageError
 
@@ -22,13 +23,13 @@ def tasks_command(action: str, task_id: str | None, status: str | None, as_json:
         if store is not None:
             store.close()
         if as_json:
-            print(json.dumps({"tasks": rows}, ensure_ascii=False))
+            print(json.dumps({"tasks": moments(rows, precise=True)}, ensure_ascii=False))
         elif not rows:
             print("no stored tasks" + (f" with status {status}" if status else ""))
         else:
             width = max(len(str(row["task_id"])) for row in rows)  # ids of any length line up
             for row in rows:
-                what = row.get("quarantined") or row.get("trigger") or row.get("due") or ""
+                what = row.get("quarantined") or row.get("trigger") or moment(row.get("due")) or ""
                 source = f"  from {row['source']}" if row.get("source") else ""  # a chain file's trigger
                 print(f"{str(row['task_id']):{width}}  {row['type']:6} {row['status']:9} {what}{source}")
         return 0
@@ -45,15 +46,19 @@ def tasks_command(action: str, task_id: str | None, status: str | None, as_json:
                 body: dict[str, Any] = {**_quarantined(task, describe(task)), "created_at": task.created_at,
                                         "updated_at": task.updated_at,
                                         "definition": store.redaction.task(task.definition)}
+                # each firing with how it ended: a dead task's failures say why
                 body["runs"] = [{"run_id": r.run_id, "due_at": r.due_at, "status": r.status,
+                                 **({"error": r.error} if r.error is not None else {}),
                                  "transcript": r.transcript} for r in store.runs(task_id)]
-                print(json.dumps(store.redaction.task(body), ensure_ascii=False, indent=None if as_json else 2))
+                print(json.dumps(moments(store.redaction.task(body), precise=as_json), ensure_ascii=False,
+                                 indent=None if as_json else 2))
                 return 0
             task = store.cancel_task(task_id) if action == "cancel" else store.retry_task(task_id)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     if as_json:
-        print(json.dumps(_quarantined(task, store.redaction.task(describe(task))), ensure_ascii=False))
+        print(json.dumps(moments(_quarantined(task, store.redaction.task(describe(task))), precise=True),
+                         ensure_ascii=False))
     else:
         print(f"{task.id}: {task.status}")
     return 0

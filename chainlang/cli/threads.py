@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chainlang.cli.moments import moment
 from chainlang.cli.projectstore import open_project_store, project_root
 from chainlang.errors import UsageError
 
@@ -39,7 +40,7 @@ def threads_command(action: str, thread_id: str | None, status: str | None, summ
         else:
             width = max(len(row["thread_id"]) for row in rows)
             for row in rows:
-                print(f"{row['thread_id']:{width}}  {row['status']:8} {_moment(row['updated_at'])}  "
+                print(f"{row['thread_id']:{width}}  {row['status']:8} {moment(row['updated_at'])}  "
                       f"{_short(row['summary'], SUMMARY_WIDTH)}".rstrip())
         return 0
     if thread_id is None:
@@ -83,7 +84,7 @@ def _show(thread: dict[str, Any], events: list[dict[str, Any]], as_json: bool, l
         return
     print(f"thread {thread['thread_id']}: {thread['status']}")
     print(f"summary: {thread['summary'] or '(none yet)'}")
-    print(f"created: {_moment(thread['created_at'])}  updated: {_moment(thread['updated_at'])}")
+    print(f"created: {moment(thread['created_at'])}  updated: {moment(thread['updated_at'])}")
     if not events:
         print("no events")
         return
@@ -91,13 +92,9 @@ def _show(thread: dict[str, Any], events: list[dict[str, Any]], as_json: bool, l
     for e in events:
         name = e["event"] if e.get("key") is None else f"{e['event']} ({e['key']})"
         where = f"  [run {e['run_id']} step {e.get('step')}]" if e.get("run_id") is not None else ""
-        print(f"  {e['seq']}  {_moment(e['timestamp'])}  {name}: "
+        print(f"  {e['seq']}  {moment(e['timestamp'])}  {name}: "
               f"{_short(json.dumps(e['result'], ensure_ascii=False), RESULT_WIDTH)}{where}")
 
-
-def _moment(stored: str) -> str:
-    """A stored moment (UTC, to the microsecond) to the second: 2026-11-23T10:00:00Z."""
-    return stored[:19] + "Z" if len(stored) >= 19 and stored.endswith("+00:00") else stored
 
 
 def _short(text: str, width: int) -> str:

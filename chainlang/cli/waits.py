@@ -15,6 +15,7 @@ from pathlib import Path
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from chainlang.cli.moments import moment
 from chainlang.cli.projectstore import open_project_store, project_root
 from chainlang.errors import UsageError
 from chainlang.output.progress.format import answer_command
@@ -149,7 +150,7 @@ def _how(row: "WaitRow") -> str:
     if row.status == "delivered" and row.emit_id:
         what += f" by emit {row.emit_id}"
     if row.settled_at:
-        what += f" at {_moment(row.settled_at)}"
+        what += f" at {moment(row.settled_at)}"
     if row.finished_at:
         what += " (the run has gone on)"
     elif row.status != "waiting":
@@ -189,12 +190,12 @@ def _block(row: dict[str, Any], full: bool = False) -> list[str]:
     lines.append(f"  chain: {row.get('chain') or '(unknown)'}  transcript: {_path(str(row.get('transcript')))}"
                  + (f"  engine: {row['engine']}" if row.get("engine") not in (None, "embedded") else ""))
     if full:
-        lines.append(f"  began: {_moment(str(row.get('created_at')))}")
+        lines.append(f"  began: {moment(str(row.get('created_at')))}")
         if row.get("status") != "waiting":
             how = _SETTLED.get(str(row.get("status")), str(row.get("status")))
             if row.get("emit_id"):
                 how += f" by emit {row['emit_id']}"
-            lines.append(f"  {how}" + (f" at {_moment(row['settled_at'])}" if row.get("settled_at") else ""))
+            lines.append(f"  {how}" + (f" at {moment(row['settled_at'])}" if row.get("settled_at") else ""))
             if row.get("status") == "delivered":
                 lines.append(f"  payload: {_value(row.get('payload'))}")
             lines.append("  the run has recorded it" if row.get("finished_at") else
@@ -205,10 +206,10 @@ def _block(row: dict[str, Any], full: bool = False) -> list[str]:
 def _left(deadline: str) -> str:
     """How long until `deadline`: `in 1d 23h`, `in 40s`, `passed 3m ago`."""
     try:
-        moment = datetime.fromisoformat(deadline.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(deadline.replace("Z", "+00:00"))
     except ValueError:
         return "unreadable"
-    seconds = (moment - datetime.now(timezone.utc)).total_seconds()
+    seconds = (when - datetime.now(timezone.utc)).total_seconds()
     span = _span(abs(seconds))
     return f"in {span}" if seconds >= 0 else f"passed {span} ago"
 
@@ -226,10 +227,6 @@ def _span(seconds: float) -> str:
         return f"{minutes}m {secs}s" if secs else f"{minutes}m"
     return f"{secs}s"
 
-
-def _moment(stored: str) -> str:
-    """A stored moment (UTC, to the microsecond) to the second: 2026-11-23T10:00:00Z."""
-    return stored[:19] + "Z" if len(stored) >= 19 and stored.endswith("+00:00") else stored
 
 
 def _value(value: Any) -> str:
