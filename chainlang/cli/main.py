@@ -331,6 +331,31 @@ def report(transcript: str, output: str | None) -> None:
 
 
 @main.command()
+@click.option("--since", default=None, metavar="WHEN",
+              help="Only events at or after WHEN: a moment (2026-11-23T10:00:00Z) or a span back from now (2h, 7d).")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND",
+              help="Only events of this kind (repeatable): task_added, run_finished, lease_taken, wait_delivered...")
+@click.option("--task", default=None, metavar="TASK_ID", help="Only the events of this task.")
+@click.option("--subject", default=None, metavar="ID", help="Only the events about this id (a thread, a run...).")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(0, 100_000),
+              help="The newest events shown at most.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per event (seq, at, kind, subject, data).")
+def log(since: str | None, kinds: tuple[str, ...], task: str | None, subject: str | None, limit: int,
+        as_json: bool) -> None:
+    """The project's event log: what happened to its tasks, leases, threads, memory and waits.
+
+    Oldest first, the newest --limit events. Run it in the project's directory.
+    """
+
+    def body() -> int:
+        from chainlang.cli.log import log_command
+
+        return log_command(since, kinds, task, subject, limit, as_json)
+
+    _guarded(body)
+
+
+@main.command()
 @click.argument("action", type=click.Choice(("list", "show", "cancel", "retry")))
 @click.argument("task_id", required=False)
 @click.option("--status", type=click.Choice(("pending", "active", "completed", "archived", "dead")), default=None,

@@ -328,12 +328,22 @@ class Store(TaskMethods, ThreadMethods, MemoryMethods, WaitMethods):
         with self._write(f"logging a {kind!r} event") as conn:
             _append(conn, now(), kind, subject, self.redaction.data(data))
 
-    def events(self, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest `limit` events of the log, oldest first."""
+    def events(self, limit: int = 100, *, since: str | None = None, kinds: Iterable[str] | None = None,
+               subject: str | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` events of the log, oldest first: those at or after `since` (a
+        stored moment: UTC ISO 8601), of one of `kinds`, about `subject` (a task, thread or
+        run id), when given."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise StoreError(f"events(limit=...) takes a whole number >= 0, not {limit!r}")
+        query = select(EVENT_LOG)
+        if since is not None:
+            query = query.where(EVENT_LOG.c.at >= since)
+        if kinds is not None:
+            query = query.where(EVENT_LOG.c.kind.in_(sorted(set(kinds))))
+        if subject is not None:
+            query = query.where(EVENT_LOG.c.subject == subject)
         with self._read("reading the event log") as conn:
-            rows = conn.execute(select(EVENT_LOG).order_by(EVENT_LOG.c.seq.desc()).limit(limit)).all()
+            rows = conn.execute(query.order_by(EVENT_LOG.c.seq.desc()).limit(limit)).all()
         return [{"seq": r.seq, "at": r.at, "kind": r.kind, "subject": r.subject, "data": json.loads(r.data)}
                 for r in reversed(rows)]
 
