@@ -67,9 +67,12 @@ def check_hook_set(ctx: CheckContext, hook: Hook) -> None:
 def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], single_types: dict[int, Any]) -> None:
     props: dict[str, Any] = schema.get("properties") or {}
     closed = schema.get("additionalProperties") is False
+    required = [r for r in schema.get("required") or () if isinstance(r, str) and r not in step.params]
     for name, key_node in step.param_keys.items():
         if closed and name not in props:
-            hint = suggestion(name, props) or (f"{step.event} takes: {', '.join(sorted(props))}" if props else f"{step.event} takes no params")
+            # a required param not given is the likelier meaning ('form' for a missing 'from', not 'format')
+            hint = suggestion(name, required) or suggestion(name, props) or (
+                f"{step.event} takes: {', '.join(sorted(props))}" if props else f"{step.event} takes no params")
             ctx.report(rules.PARAM_SCHEMA, f"{step.event} has no param '{name}'", key_node, hint)
     # Literals are validated as written. Templated (or already reported) params are present
     # with a placeholder, so `required` and if/then rules see them, and errors under them are ignored.
@@ -102,8 +105,16 @@ def check_step(ctx: CheckContext, step: EventStep, schema: dict[str, Any], singl
         template = value.templates[0]
         if template.path != (name,):
             continue  # a template nested inside a literal structure: its type is not the param's
-        produced = single_types.get(id(template), T.ANY) if template.template.single is not None else T.STRING
         expected = _types_of(props[name])
+        if template.template.single is None:  # text around the value: the param gets a string
+            text = _never_coerced(template.template.text, expected)
+            if text is not None:
+                what = "a number" if {"integer", "number"} & set(expected) else "a boolean"
+                ctx.report(rules.PARAM_SCHEMA, f"param '{name}' of {step.event} expects {_join(expected)}, but this "
+                           f"template always gives text: {text!r} around its value is not part of {what}", template.node,
+                           f"write the value alone (\"{{...}}\"), or compute it in an expression")
+                continue
+        produced = single_types.get(id(template), T.ANY) if template.template.single is not None else T.STRING
         problem = _incompatible(produced, expected)
         if problem:
             # the value exists only at run time: the decide model will be asked to repair it (§5)
@@ -167,6 +178,24 @@ def _types_of(schema: Any) -> list[str]:
     if isinstance(kind, list):
         return [k for k in kind if isinstance(k, str)]
     return []
+
+
+_NUMBER_TEXT = frozenset("0123456789+-.eE \t")
+
+
+def _never_coerced(text: str, expected: list[str]) -> str | None:
+    """The literal text of a template with text around its values (it always gives a string),
+    when no string it can give is a number or a boolean the param takes (the embedded decider
+    coerces "3" to 3 and "true" to true, nothing more); None when it might be one."""
+    if not expected or "string" in expected or not text.strip():
+        return None
+    if not set(expected) <= {"integer", "number", "boolean", "null"}:
+        return None  # objects and lists: other repairs may apply (§5)
+    if {"integer", "number"} & set(expected) and set(text) <= _NUMBER_TEXT:
+        return None
+    if "boolean" in expected and text.strip().lower() in ("true", "false"):
+        return None
+    return text
 
 
 def _incompatible(produced: Any, expected: list[str]) -> str | None:
