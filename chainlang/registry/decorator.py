@@ -38,9 +38,9 @@ from chainlang.schemas.signatures import annotation_schema as fast_annotation_sc
 from chainlang.schemas.signatures import params_schema as fast_params_schema
 from chainlang.registry.spec import (
     EventSpec,
-    accepts_ctx,
     event_name_problem,
     is_async_callable,
+    signature_accepts_ctx,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -176,7 +176,7 @@ def build_spec(
         implementation=None,
         func=fn,
         source=getattr(fn, "__module__", None) or "",
-        accepts_ctx=accepts_ctx(fn),
+        accepts_ctx=signature_accepts_ctx(signature),  # the signature read above: not read again
         is_async=is_async_callable(fn),
     )
 

@@ -315,8 +315,14 @@ def is_async_callable(func: Callable[..., Any]) -> bool:
 def accepts_ctx(func: Callable[..., Any]) -> bool:
     """True when `func` has a parameter named `ctx` (it receives the run context)."""
     try:
-        parameters = inspect.signature(func).parameters
+        signature = inspect.signature(func)
     except (TypeError, ValueError):
         return False
-    ctx = parameters.get("ctx")
+    return signature_accepts_ctx(signature)
+
+
+def signature_accepts_ctx(signature: inspect.Signature) -> bool:
+    """`accepts_ctx` of a signature already read (names and kinds do not depend on whether
+    its annotations were evaluated)."""
+    ctx = signature.parameters.get("ctx")
     return ctx is not None and ctx.kind in (ctx.POSITIONAL_OR_KEYWORD, ctx.KEYWORD_ONLY)
