@@ -288,7 +288,7 @@ class Project:
         hooks = await self._hooks_in_force()
         result = await emit_async(event, {} if data is None else data, id=id, project=self.root,
                                   registry=self.registry, now=now, transcript=transcript, notify=notify or self.notify,
-                                  engine_for=lambda config: self.engine, loaded=hooks)
+                                  engine_for=lambda config: self.engine, loaded=hooks, key=self.key)
         if raise_on_failure:
             result.raise_for_status()
         return result

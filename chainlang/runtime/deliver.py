@@ -115,13 +115,17 @@ def deliver_event(store: "Store", event: str, payload: Any, emit_id: str | None)
     return store.deliver_waits(chosen, payload, emit_id)
 
 
-def waits_store(root: Path) -> "Store | None":
+_UNREAD: Any = object()  # waits_store's `config` when the caller has not read the project's configuration
+
+
+def waits_store(root: Path, config: Any = _UNREAD) -> "Store | None":
     """The project's store, for the waits an emit delivers to; None when it has none (a
     wait is recorded in the store before its run waits: without one, nothing waits). Kept
     open for the process (opening it, checking its schema and compiling the query again
     were about 10 ms of CPU an emit); opened again when its file was replaced, or in a
-    forked child."""
-    from chainlang.tasks.stored import project_store, store_exists
+    forked child. `config`: the project's configuration (ProjectConfig, or None without a
+    chainlang.toml) when the caller holds it; else chainlang.toml is read again."""
+    from chainlang.tasks.stored import STORE_FILE, project_store, store_exists
 
     key = (str(root), os.getpid())
     entry = _WAITS_STORES.get(key)
@@ -131,6 +135,10 @@ def waits_store(root: Path) -> "Store | None":
             return store
         del _WAITS_STORES[key]
         store.close()
+    if config is not _UNREAD:  # store_exists's first test, on the caller's config: no parse of chainlang.toml
+        url = config.store.url if config is not None and config.store is not None else None
+        if url is None and not os.path.lexists(root / STORE_FILE):
+            return None
     if not store_exists(root):
         return None
     store = project_store(root)

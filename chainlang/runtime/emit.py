@@ -172,13 +172,14 @@ async def emit_async(
     on_transcript: Callable[[Path], None] | None = None,
     engine_for: "EngineChooser | None" = None,
     loaded: "Project | None" = None,
+    key: bytes | None = None,
 ) -> EmitResult:
     """Fire external event `name` with `data` in the project at `project` (default: the
     working directory, or the directory of the chainlang.toml above it). Raises UsageError
     for an unknown event, bad options or an unusable store; a failing action is a status.
     `engine_for` picks the engine (chainlang.engine.engine_for; None: the embedded one).
     `loaded`: the project's hooks checked already (the Python API's open project), instead
-    of reading them again."""
+    of reading them again; `key`: the project's transcript key when the caller read it already."""
     from chainlang.journal.retention import runs_dir
     from chainlang.runtime.admission import new_run_id, parse_now, project_key, run_secrets, take_lock
     from chainlang.runtime.engine import FireJob, embedded_only
@@ -212,7 +213,8 @@ async def emit_async(
             data = earlier.data
     if where.exists() and where.stat().st_size > 0:
         raise UsageError(f"{where}: the transcript exists already; give a new path")
-    key = project_key(loaded.root, create=True)
+    if key is None:
+        key = project_key(loaded.root, create=True)
     lock = take_lock(where)  # before the claim: a claimed emit whose lock is free is one no process runs
     if id is not None and (earlier is None or earlier.run_id != run_id):
         try:
@@ -227,7 +229,7 @@ async def emit_async(
                 previous={"run_id": claim.run_id, "event": claim.event, "status": claim.status,
                           "transcript": claim.transcript})
     try:  # §15: the runs waiting for it get it first, recorded in the store before anything runs
-        delivered = deliver_to_waits(loaded.root, name, data, id if id is not None else run_id)
+        delivered = deliver_to_waits(loaded.root, name, data, id if id is not None else run_id, loaded.config)
         for problem in await engine.wake(loaded.root, delivered):  # runs on Temporal get a signal
             (notify or (progress.note if progress is not None else log_note))(problem)
     except BaseException:
@@ -258,11 +260,12 @@ def _answer_problems(root: Path, data: Any) -> list[str]:
         return check_answer(store, data)
 
 
-def deliver_to_waits(root: Path, name: str, data: Any, emit_id: str) -> list[dict[str, Any]]:
-    """Deliver the event to the waits it matches (runtime/deliver.py): the runs it went to."""
+def deliver_to_waits(root: Path, name: str, data: Any, emit_id: str, config: Any = ...) -> list[dict[str, Any]]:
+    """Deliver the event to the waits it matches (runtime/deliver.py): the runs it went to.
+    `config`: the project's (None: it has no chainlang.toml; not given: read again)."""
     from chainlang.runtime.deliver import deliver_event, waits_store
 
-    store = waits_store(root)
+    store = waits_store(root) if config is ... else waits_store(root, config)
     if store is None:
         return []
     rows = deliver_event(store, name, data, emit_id)
@@ -276,7 +279,7 @@ async def fire(engine: "Engine", job: "FireJob", where: Path, key: bytes, lock: 
                progress: "ProgressView | None" = None, notify: Callable[[str], None] | None = None) -> EmitResult:
     """Open the transcript of one admitted emit (or task firing) and let `engine` fire its
     hooks; wait for their actions."""
-    from chainlang.runtime.decide import close_decider
+    from chainlang.runtime.runner import close_made_decider
     from chainlang.runtime.session import Session
 
     made = job.decider is None
@@ -289,8 +292,8 @@ async def fire(engine: "Engine", job: "FireJob", where: Path, key: bytes, lock: 
         finally:
             session.close()
     finally:
-        if made and job.decider is not None:
-            await close_decider(job.decider)
+        if made:
+            await close_made_decider(job.decider)
     fired = list(end.outputs.get("fired") or [])
     return EmitResult(job.run_id, job.event, end.status, redactor.redact(fired), redactor.redact(end.error), where,
                       end.duration_ms)

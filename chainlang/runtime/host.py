@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, cast
 
@@ -131,9 +132,11 @@ class OpenRun:
         self.link.close()
 
 
+@lru_cache(maxsize=64)
 def limits_graph(root: Path) -> "ExecutionGraph":
     """The limits an emit's hook actions run under (no chain of their own): the defaults of
-    `limits:` (model.nodes.Limits), the one place they are written."""
+    `limits:` (model.nodes.Limits), the one place they are written. One per project for the
+    process (an emit built it each time): the graph is frozen and has no steps."""
     from chainlang.compile import ExecutionGraph
     from chainlang.model.bindings import ChainBindings
     from chainlang.model.nodes import Limits

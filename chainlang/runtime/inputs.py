@@ -24,7 +24,9 @@ def check_inputs(graph: "ExecutionGraph", given: dict[str, Any]) -> dict[str, An
     names every problem (unknown or missing inputs, invalid values), in the words of the
     Python API (`inputs['n']`); the CLI renders the same problems in its own words."""
     from chainlang.errors import InputError, InputProblem
-    from chainlang.runtime.decide import validate_params
+    # the decide package's validate_params, without importing the deciders (and jsonschema,
+    # which a schema of plain types never needs: chainlang.schemas.cache)
+    from chainlang.schemas.cache import messages as validate_params
     from chainlang.journal.values import find_non_json
     from chainlang.diagnostics.suggest import did_you_mean
 

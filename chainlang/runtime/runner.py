@@ -198,7 +198,6 @@ async def execute(engine: "Engine", job: "RunJob", where: Path, progress: "Progr
                   notify: Callable[[str], None] | None, on_transcript: Callable[[Path], None] | None, key: bytes,
                   lock: "RunLock | None", redactor: Redactor, *, memory: bool = False) -> RunResult:
     """Open the transcript of an admitted run (new, or a resume's) and let `engine` run it."""
-    from chainlang.runtime.decide import close_decider
     from chainlang.runtime.session import Session
 
     from chainlang.runtime.raising import KEPT, kept_exception
@@ -224,8 +223,8 @@ async def execute(engine: "Engine", job: "RunJob", where: Path, progress: "Progr
             session.close()
     finally:
         KEPT.reset(sharing)
-        if made and job.decider is not None:
-            await close_decider(job.decider)
+        if made:
+            await close_made_decider(job.decider)
     outputs, error = end.outputs, end.error
     exception = kept_exception(kept, error) if end.status == "failed" else None
     if redactor:  # as the transcript has them
@@ -286,7 +285,13 @@ def scripted_answers(prepared: "Prepared", answers: dict[str, Any] | None) -> An
 
 
 def made_decider(config: Any) -> Any:
-    """The decider of the project's [decide] configuration; a half-configured one is a UsageError."""
+    """The decider of the project's [decide] configuration; a half-configured one is a UsageError.
+    A project without a model shares one per process (runtime/modelless.py)."""
+    from chainlang.runtime.modelless import shared_modelless
+
+    shared = shared_modelless(config)
+    if shared is not None:
+        return shared
     from chainlang.errors import ConfigError
     from chainlang.runtime.decide import decider_from_config
 
@@ -294,6 +299,17 @@ def made_decider(config: Any) -> Any:
         return decider_from_config(config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+
+
+async def close_made_decider(decider: Any) -> None:
+    """Close a decider a run made (a model's pooled connections). The shared decider of a
+    project without a model has nothing to close (no `aclose`): then the deciders' modules,
+    and jsonschema with them, are not imported for it."""
+    if getattr(decider, "aclose", None) is None:
+        return
+    from chainlang.runtime.decide import close_decider
+
+    await close_decider(decider)
 
 
 def run(path: str | os.PathLike[str], inputs: dict[str, Any] | None = None, **options: Any) -> RunResult:
