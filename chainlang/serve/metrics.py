@@ -39,6 +39,34 @@ STEP_STATUSES = ("ok", "failed", "skipped", "cancelled")
 FAILURE_KINDS = ("event", "task")
 
 
+_KEPT_PID: list[int] = []  # this process's id, kept once multiprocess values use it (see _pid_kept_once)
+
+
+def _kept_pid() -> int:
+    return _KEPT_PID[0]
+
+
+def _pid_kept_once() -> None:
+    """Give the client library's multiprocess values a process id kept in memory.
+
+    The library asks its process identifier on every update and read of every value (to
+    notice a fork and start the child's own files): os.getpid, a system call, several times
+    per event (CPython 3.11's asyncio makes more of them itself; those stay). The kept id is
+    set again in a forked child before any of its code runs (os.register_at_fork), so the
+    library still sees each fork and does what it did. Once per
+    process: every metric made after it (the values class is looked up when a metric is made)
+    shares one set of files, as with the library's own class."""
+    import os
+
+    from prometheus_client import values
+
+    if _KEPT_PID or values.ValueClass is values.MutexValue:  # done, or the library was imported before the
+        return                                                  # directory was set: it keeps its plain values
+    _KEPT_PID.append(os.getpid())
+    os.register_at_fork(after_in_child=lambda: _KEPT_PID.__setitem__(0, os.getpid()))
+    values.ValueClass = values.MultiProcessValue(process_identifier=_kept_pid)  # type: ignore[no-untyped-call]
+
+
 class Metrics:
     def __init__(self) -> None:
         import os
@@ -47,6 +75,8 @@ class Metrics:
 
         disable_created_metrics()  # type: ignore[no-untyped-call]  # the *_created samples only double the output
         self.shared = bool(os.environ.get(MULTIPROCESS_ENV))
+        if self.shared:
+            _pid_kept_once()
 
         self.registry = CollectorRegistry()
         r = self.registry
