@@ -56,3 +56,17 @@ def test_tasks_list_and_show_the_times_and_why_a_dead_task_failed(tmp_path: Path
     precise = json.loads(cli(tmp_path, "tasks", "show", "flaky", "--json").stdout)
     assert precise["runs"][0]["due_at"] == "2026-11-19T17:00:00.250Z" and "T" in precise["created_at"]
     assert precise["created_at"].endswith("Z") and len(precise["created_at"]) == len("2026-11-19T17:00:00.250Z")
+
+
+def test_threads_create_and_archive_take_the_runs_clock(tmp_path: Path) -> None:
+    """A run pinned with --now writes its thread on that clock; `threads create/archive --now`
+    pin theirs the same way, so a thread's times come from one clock (issue 28)."""
+    (tmp_path / "chainlang.toml").write_text("", encoding="utf-8")
+    assert cli(tmp_path, "threads", "create", "t-1", "--now", "2026-12-01T09:00:00Z").returncode == 0
+    shown = json.loads(cli(tmp_path, "threads", "show", "t-1", "--json").stdout)
+    assert (shown["created_at"], shown["updated_at"]) == ("2026-12-01T09:00:00.000000+00:00",) * 2, shown
+    assert cli(tmp_path, "threads", "archive", "t-1", "--now", "2026-12-02T10:00:00+01:00").returncode == 0
+    text = cli(tmp_path, "threads", "show", "t-1").stdout
+    assert "created: 2026-12-01T09:00:00Z  updated: 2026-12-02T09:00:00Z" in text, text
+    wrong = cli(tmp_path, "threads", "list", "--now", "2026-12-01")
+    assert wrong.returncode == 2 and "--now goes with create and archive" in wrong.stderr, show(wrong)

@@ -387,9 +387,12 @@ def tasks(action: str, task_id: str | None, status: str | None, as_json: bool) -
               help="With show: only the thread's last N events.")
 @click.option("--project", default=None, metavar="DIR", type=click.Path(),
               help="The project (default: the one of the working directory: the nearest chainlang.toml).")
+@click.option("--now", default=None, metavar="ISO-8601",
+              help="With create and archive: the moment to record (default: now); give the runs' --now, so that "
+                   "a thread's times come from one clock.")
 @click.option("--json", "as_json", is_flag=True, help="Print the threads (or the thread) as JSON.")
 def threads(action: str, thread_id: str | None, status: str | None, summary: str | None, limit: int | None,
-            project: str | None, as_json: bool) -> None:
+            project: str | None, now: str | None, as_json: bool) -> None:
     """The project's threads: the conversations runs are attached to (run --thread ID).
 
     list (the default): one line each, the most recently updated first (--status to filter);
@@ -400,7 +403,7 @@ def threads(action: str, thread_id: str | None, status: str | None, summary: str
     def body() -> int:
         from chainlang.cli.threads import threads_command
 
-        return threads_command(action, thread_id, status, summary, limit, project, as_json)
+        return threads_command(action, thread_id, status, summary, limit, project, as_json, now=now)
 
     _guarded(body)
 

@@ -21,8 +21,13 @@ def describe(thread: Any) -> dict[str, Any]:
 
 
 def threads_command(action: str, thread_id: str | None, status: str | None, summary: str | None,
-                    limit: int | None, project: str | None, as_json: bool) -> int:
+                    limit: int | None, project: str | None, as_json: bool, now: str | None = None) -> int:
+    from chainlang.runtime.admission import parse_now
     from chainlang.store import StoreError
+
+    if now is not None and action not in ("create", "archive"):
+        raise UsageError("--now goes with create and archive (the moment they record)")
+    at = parse_now(now)  # a run pinned with --now writes its thread on that clock: pin these the same
 
     root = project_root(project)
     if action == "list":
@@ -54,9 +59,9 @@ def threads_command(action: str, thread_id: str | None, status: str | None, summ
     try:
         with store:
             if action == "create":
-                thread = store.create_thread(thread_id, summary=summary or "")
+                thread = store.create_thread(thread_id, summary=summary or "", at=at)
             elif action == "archive":
-                thread = store.archive(thread_id) if store.get_thread(thread_id) is not None else None
+                thread = store.archive(thread_id, at=at) if store.get_thread(thread_id) is not None else None
             else:
                 thread = store.get_thread(thread_id)
             if thread is None:
