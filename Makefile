@@ -65,6 +65,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_waits.py
 	$(BIN)/python benchmarks/agents_bench.py
 	$(BIN)/python benchmarks/temporal_bench.py
+	$(BIN)/python benchmarks/mcp_bench.py
 	$(BIN)/python benchmarks/report_bench.py
 
 clean:

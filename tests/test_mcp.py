@@ -43,6 +43,22 @@ SERVER = textwrap.dedent(
         raise ToolError("the calculator is broken")
 
 
+    @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        import os
+
+        return os.getpid()
+
+
+    @server.tool()
+    def die() -> str:
+        """Stops the server without answering."""
+        import os
+
+        os._exit(3)
+
+
     server.run()
     '''
 )
@@ -79,6 +95,73 @@ def test_check_uses_the_servers_schema(project: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "param 'a' of calc.add: expected integer" in done.stdout
     assert "CL015" in done.stdout
+
+
+def test_check_treats_the_listed_properties_as_closed(project: Path) -> None:
+    # the SDK publishes open schemas (no additionalProperties): a typo would pass unseen
+    (project / "typo.yaml").write_text(
+        "steps:\n  - calc.add: {a: 1, bb: 3}\noutputs:\n  sum: '{calc.add.result.reslt}'\n", encoding="utf-8")
+    done = cli(project, "check", "typo.yaml")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: calc.add has no param 'bb' [CL015 param-schema]" in done.stdout
+    assert "hint: did you mean 'b'?" in done.stdout
+    assert "error: the result of calc.add has no 'reslt' [CL026 ref-path]" in done.stdout
+    assert "hint: did you mean 'result'?" in done.stdout
+
+
+def test_strict_false_keeps_the_servers_open_schemas(project: Path, tmp_path: Path) -> None:
+    (tmp_path / "chainlang.toml").write_text(
+        _toml(sys.executable, [str(project / "server.py")]) + "strict = false\n", encoding="utf-8")
+    (tmp_path / "typo.yaml").write_text(
+        "steps:\n  - calc.add: {a: 1, b: 2, c: 3}\noutputs:\n  sum: '{calc.add.result.reslt}'\n", encoding="utf-8")
+    done = cli(tmp_path, "check", "typo.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CL015" not in done.stdout and "CL026" not in done.stdout
+
+
+def test_one_server_process_serves_every_step_of_a_run(project: Path) -> None:
+    (project / "pids.yaml").write_text(
+        textwrap.dedent(
+            """\
+            steps:
+              - {id: first, event: calc.pid}
+              - calc.add: {a: 1, b: 2}
+              - {id: second, event: calc.pid}
+              - {id: together, foreach: [1, 2, 3, 4], max_parallel: 4, event: calc.pid}
+            outputs:
+              first: "{first.result}"
+              second: "{second.result}"
+              together: "{together.result}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = cli(project, "run", "pids.yaml", "--json", "--progress", "plain")
+    assert done.returncode == 0, done.stderr
+    pids = json.loads(done.stdout)
+    assert pids["first"] == pids["second"]
+    assert pids["together"] == [pids["first"]] * 4  # concurrent calls, one session
+    assert done.stderr.count("MCP server 'calc' started (") == 1, done.stderr
+
+
+def test_a_server_that_stopped_is_started_again_by_the_next_call(project: Path) -> None:
+    (project / "die.yaml").write_text(
+        textwrap.dedent(
+            """\
+            steps:
+              - {event: calc.die, on_error: continue}
+              - calc.add: {a: 40, b: 2}
+            outputs:
+              sum: "{calc.add.result.result}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = cli(project, "run", "die.yaml", "--json", "--progress", "plain")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"sum": 42}
+    assert "MCP server 'calc' started (" in done.stderr
+    assert "MCP server 'calc' started again (" in done.stderr
 
 
 def test_run_calls_the_tools(project: Path) -> None:

@@ -258,6 +258,8 @@ class McpServerConfig(BaseModel):
     url: str | None = Field(default=None, min_length=1, pattern=r"^https?://",
                             description="a server over streamable HTTP: its endpoint, e.g. http://localhost:8000/mcp")
     timeout: str = Field(default="30s", description="how long starting the server and listing its tools may take")
+    strict: bool = Field(default=True, description="check params and result paths against the tool's schemas as "
+                         "closed when they list their properties (false: as the server gave them)")
 
     @field_validator("timeout", mode="before")
     @classmethod

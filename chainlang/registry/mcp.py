@@ -5,10 +5,14 @@ When a project configures servers, building the registry starts each one
 lists its tools and closes it again, within the server's `timeout`; the
 listing is kept for the rest of the process. Each tool becomes an event
 `NAME.TOOL` whose params schema is the tool's input schema, so `chainlang
-check` checks its params like any other event's. Running the event opens a
-fresh session, calls the tool and returns its structured content (or its
-text content, joined), and a tool that reports an error raises ValueError
-with the error's text: the step fails with it.
+check` checks its params like any other event's. Servers publish open schemas
+(no `additionalProperties`), so an input or output schema that lists its
+properties is closed here (unless the server says `strict = false`): a
+misspelt param or result path is an error, as for any tool. Running the
+event calls the tool in the server's session of this event loop (started by
+the first call, see chainlang.registry.mcp_session) and returns its
+structured content (or its text content, joined), and a tool that reports an
+error raises ValueError with the error's text: the step fails with it.
 
 The official `mcp` SDK (the `mcp` extra) is imported only here, and only
 when a project configures servers.
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlang.registry.errors import ConfigError, RegistryError
+from chainlang.registry.mcp_session import LiveSession, SessionPool, connection_lost
 from chainlang.registry.spec import EventSpec, event_name_problem
 
 if TYPE_CHECKING:
@@ -33,7 +38,7 @@ if TYPE_CHECKING:
     from chainlang.config.model import McpServerConfig
     from chainlang.config.project import ProjectConfig
 
-__all__ = ["mcp_specs", "tool_event_name"]
+__all__ = ["closed", "mcp_specs", "tool_event_name"]
 
 # (server name, its config, project root) -> the tools it listed, as raw dicts
 _LISTINGS: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -83,31 +88,84 @@ def tool_event_name(server: str, tool: str) -> str:
     return f"{server}.{snake}"
 
 
+def closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with `additionalProperties: false` when it lists its `properties` and says
+    nothing of other properties itself (only the top level: that is what params and
+    result paths are checked against)."""
+    if not isinstance(schema.get("properties"), dict) or any(
+            key in schema for key in ("additionalProperties", "patternProperties", "unevaluatedProperties")):
+        return schema
+    return {**schema, "additionalProperties": False}
+
+
 def _spec(event: str, server_name: str, server: McpServerConfig, root: Path, tool: dict[str, Any],
           source: str) -> EventSpec:
     params = dict(tool.get("input_schema") or {})
     params.setdefault("type", "object")
+    result = tool.get("output_schema")
+    if server.strict:
+        params = closed(params)
+        result = closed(result) if isinstance(result, dict) else result
     annotations = tool.get("annotations") or {}
+    takes_ctx = "ctx" not in (params.get("properties") or {})
     return EventSpec(
         name=event,
         params_schema=params,
-        result_schema=tool.get("output_schema"),
+        result_schema=result,
         description=str(tool.get("description") or tool.get("title") or ""),
         kind="tool",
         idempotent=bool(annotations.get("idempotent_hint")),
         effects={"side_effects": not annotations.get("read_only_hint")},
-        func=_caller(server_name, server, root, tool["name"]),
+        func=_caller(server_name, server, root, tool["name"], takes_ctx),
+        accepts_ctx=takes_ctx,
         source=source,
         is_async=True,
     )
 
 
-def _caller(server_name: str, server: McpServerConfig, root: Path, tool: str) -> Callable[..., Awaitable[Any]]:
-    async def call(**arguments: Any) -> Any:
-        async with _session(server, root) as session:
-            result = await session.call_tool(tool, arguments)
-        return _result(server_name, tool, result)
+_POOL = SessionPool()
 
+# True only for benchmarks/mcp_bench.py's baseline: a session (a server start) per call, as before
+FRESH_SESSION_PER_CALL = False
+
+
+def _caller(server_name: str, server: McpServerConfig, root: Path, tool: str,
+            takes_ctx: bool) -> Callable[..., Awaitable[Any]]:
+    key = f"{server_name}\0{server.model_dump_json()}\0{root}"
+
+    async def session(ctx: Any) -> LiveSession:
+        from chainlang.durations import parse_duration
+
+        def started(seconds: float, again: bool) -> None:
+            if ctx is not None:
+                word = "started again" if again else "started"
+                ctx.progress(f"MCP server '{server_name}' {word} ({seconds * 1000:.0f} ms)")
+
+        return await _POOL.session(key, server_name, lambda: _session(server, root),
+                                   parse_duration(server.timeout) or 30.0, started)
+
+    async def call_in_pool(ctx: Any, arguments: dict[str, Any]) -> Any:
+        if FRESH_SESSION_PER_CALL:
+            async with _session(server, root) as fresh:
+                return await fresh.call_tool(tool, arguments)
+        live = await session(ctx)
+        try:
+            return await live.call(lambda started: started.call_tool(tool, arguments))
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+            live.close()
+            raise ValueError(f"MCP server '{server_name}' stopped during the call to '{tool}' "
+                             "(the next call starts it again)") from None
+
+    async def call_with_ctx(ctx: Any, **arguments: Any) -> Any:
+        return _result(server_name, tool, await call_in_pool(ctx, arguments))
+
+    async def call_without_ctx(**arguments: Any) -> Any:
+        # the tool has a param named ctx: it is the tool's, and the start-up goes unrecorded
+        return _result(server_name, tool, await call_in_pool(None, arguments))
+
+    call: Callable[..., Awaitable[Any]] = call_with_ctx if takes_ctx else call_without_ctx
     call.__name__ = call.__qualname__ = f"mcp_{server_name}_{tool}"
     return call
 
