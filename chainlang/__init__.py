@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chainlang.dataclass_methods import install_when_imported as _install_dataclass_methods
 from chainlang.version import __version__
+
+_install_dataclass_methods()  # before any class of the package is made (chainlang/dataclass_methods/)
 
 __all__ = [
     "Chain",

@@ -36,7 +36,7 @@ PACKAGE = "chainlang"
 #: whose packages are all it imports.
 FLOORS: list[tuple[str, frozenset[str]]] = [
     ("leaves: import nothing of chainlang", frozenset({"errors", "redaction", "version", "durations", "resources",
-                                                        "status"})),
+                                                        "status", "dataclass_methods"})),
     ("the language: files, expressions, models, configuration, events, graphs, schedules, models' answers",
      frozenset({"diagnostics", "load", "expr", "schemas", "config", "model", "registry", "compile", "llm",
                 "schedules"})),
