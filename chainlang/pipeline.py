@@ -39,6 +39,7 @@ StoredHooks = Callable[[Path], Sequence[LoadedFile]]
 
 @dataclass
 class CheckResult:
+    """What checking files found: the diagnostics, the sources read and the files checked."""
     diagnostics: list[Diagnostic]
     sources: dict[str, SourceFile]
     files: list[str] = field(default_factory=list)

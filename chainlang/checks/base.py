@@ -28,6 +28,7 @@ class Project:
 
 @dataclass
 class CheckContext:
+    """What every check of one chain sees: the chain, its file, where diagnostics go, the registry and the project."""
     chain: Chain
     source: SourceFile
     sink: DiagnosticSink

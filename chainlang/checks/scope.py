@@ -66,6 +66,7 @@ class ExprSite:
 
 @dataclass(slots=True)
 class RefInfo:
+    """One reference in an expression, resolved: what kind of name it is, its type, and the problem found with it."""
     site: ExprSite
     ref: Ref
     kind: str  # step, input, loop, run, thread, secret, payload, event, unknown
@@ -76,6 +77,7 @@ class RefInfo:
 
 @dataclass
 class Analysis:
+    """The references of a chain and their types, found once and shared by the checks."""
     sites: list[ExprSite] = field(default_factory=list)
     refs: list[RefInfo] = field(default_factory=list)
     ref_types: dict[int, Any] = field(default_factory=dict)  # id(Ref) → Type
@@ -86,6 +88,7 @@ class Analysis:
 
 @dataclass(slots=True)
 class Scope:
+    """The names visible at one place of a chain: loop variables, a hook's payload, the enclosing chain."""
     loops: dict[str, Any]  # loop variable → item type
     payload: Any | None  # hook payload type (bare names are payload fields), None outside hooks
     trail: tuple[tuple[int, str, int], ...]  # where the current step sits

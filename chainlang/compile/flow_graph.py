@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class FlowPlan:
+    """How a try, switch or fail node runs: its children's labels and its compiled value."""
     labels: tuple[str | None, ...] = ()  # per child: try/catch/finally, a case key, None for default
     value: "CompiledValue | None" = None  # the switch value, or the fail message
 

@@ -47,6 +47,7 @@ class CompiledValue:
 
 @dataclass(frozen=True, slots=True)
 class GraphNode:
+    """One step of a compiled chain, as the engines walk it: its kind, expressions compiled, params ready to render."""
     path: str
     kind: NodeKind
     line: int
@@ -84,6 +85,7 @@ class GraphNode:
 
 @dataclass(frozen=True, slots=True)
 class ExecutionGraph:
+    """A chain compiled for running: its nodes, outputs, inputs' schemas, limits and hooks."""
     file: str
     name: str | None
     nodes: tuple[GraphNode, ...]

@@ -17,6 +17,7 @@ MAX_ACTION_EVENTS = 6  # events named in a hook's box at most (then "…")
 
 @dataclass(frozen=True, slots=True)
 class HookSummary:
+    """A hook as `chainlang graph` draws it: where it comes from, what triggers it and what it does."""
     label: str  # its id, or "#N", or "registered by step P"
     kind: str  # "hook" (under hooks:), "registered" (task.register), "scheduled" (task.schedule)
     origin: str | None  # the step path that registers or schedules it

@@ -28,6 +28,7 @@ _GLOB = frozenset("*?[")
 
 @dataclass(frozen=True, slots=True)
 class CompiledHook:
+    """A hook ready to fire: its trigger, condition, edits of the params and action, compiled."""
     key: str  # its name in step paths and records: the id, else FILE-N
     phase: str  # "pre", "post" or "error"
     pattern: str  # the event name or glob it triggers on

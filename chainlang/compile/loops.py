@@ -16,6 +16,7 @@ __all__ = ["RepeatPlan", "repeat_node"]
 
 @dataclass(frozen=True, slots=True)
 class RepeatPlan:
+    """How a `repeat` node runs: its bound, `until`, delay, and the state it carries between rounds."""
     max: int
     until: Callable[[Any], Any] | None = None
     until_text: str | None = None

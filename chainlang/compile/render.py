@@ -24,6 +24,7 @@ from chainlang.compile.hook_summary import HookSummary
 
 @dataclass
 class _Flow:
+    """The nodes and edges of a drawing, collected before they are written as mermaid or dot."""
     nodes: list[tuple[str, str, str]] = field(default_factory=list)  # id, label, shape
     edges: list[tuple[str, str, str]] = field(default_factory=list)  # from, to, label
     events: list[tuple[str, str]] = field(default_factory=list)  # event name, id of a step node calling it

@@ -31,6 +31,7 @@ ANSWER_EVENT = "user.answered"
 
 @dataclass(frozen=True, slots=True)
 class WaitPlan:
+    """How a wait step waits: the event, the values its `where` reads frozen, the match key and the timeout."""
     event: str
     where: str | None  # as written
     frozen: tuple[tuple[str, Ref], ...]  # the run's values the where reads: (reference text, reference)

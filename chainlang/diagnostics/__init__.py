@@ -57,6 +57,7 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
+    """One problem found in a file: its rule, severity, message, place and, when known, how to fix it."""
     rule: str  # stable id, e.g. "CL014"
     slug: str  # e.g. "unknown-event"
     severity: Severity

@@ -40,6 +40,7 @@ Rule = tuple[str, int, int, str, bool]
 
 @dataclass(frozen=True, slots=True)
 class Tables:
+    """The LALR tables of the expression grammar: states, rules, start and end."""
     states: list[dict[str, int]]
     rules: list[Rule]
     start: int

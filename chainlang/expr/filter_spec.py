@@ -14,6 +14,7 @@ __all__ = ["FilterSpec"]
 
 @dataclass(frozen=True, slots=True)
 class FilterSpec:
+    """One filter of the expression language: its arity, what it does, and the type it gives."""
     name: str
     min_args: int
     max_args: int

@@ -98,6 +98,7 @@ class Transcript:
 
 @dataclass
 class _Parsed:
+    """A transcript file read: its complete lines, where a torn tail starts, and the MAC of each line."""
     #: (line number, entry) of every complete line
     records: list[tuple[int, Entry]]
     #: byte offset to cut the file at to drop a torn last line, or None

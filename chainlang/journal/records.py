@@ -90,6 +90,7 @@ class StepStarted:
 
 @dataclass(slots=True)
 class StepProgress:
+    """A progress message of a running step (`ctx.progress`)."""
     TYPE: ClassVar[str] = "step_progress"
     step: str
     event: str
@@ -177,6 +178,7 @@ class StepFinished:
 
 @dataclass(slots=True)
 class RunFinished:
+    """The last record of a run: its status, outputs, error and duration."""
     TYPE: ClassVar[str] = "run_finished"
     status: RunStatus
     outputs: dict[str, Any]

@@ -45,6 +45,7 @@ _RULE_KEYS = frozenset({"task", "when", "last", "not", "answer", "answers"})
 
 @dataclass
 class Rule:
+    """One rule of a scripted model: the task and words it answers, and the answers it gives in turn."""
     task: str
     when: tuple[str, ...]
     answers: list[str]

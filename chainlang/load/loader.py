@@ -148,6 +148,7 @@ AnyNode = Union[ScalarNode, SeqNode, MapNode]
 
 @dataclass
 class LoadResult:
+    """A file loaded: its source and its YAML tree (None when it is not one YAML document)."""
     source: SourceFile
     root: AnyNode | None  # None when the file could not be read as one YAML document
 

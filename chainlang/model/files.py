@@ -26,6 +26,7 @@ HOOKS_SUFFIXES = (".hooks.yaml", ".hooks.yml")
 
 @dataclass
 class LoadedFile:
+    """A chain or hooks file read and built: its source, its diagnostics and its model."""
     path: str
     source: SourceFile
     sink: DiagnosticSink

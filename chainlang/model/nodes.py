@@ -68,6 +68,7 @@ class Value:
 
 @dataclass(slots=True)
 class Retry:
+    """A step's `retry:`: attempts, delays, backoff and the error types it retries."""
     node: MapNode
     attempts: int = 1
     delay: float = 0.0
@@ -79,6 +80,7 @@ class Retry:
 
 @dataclass(slots=True)
 class StepBase:
+    """What every step has: its path, node, id, condition, loop, timeout and error handling."""
     path: str  # stable step path: "3", "3.1", "2.then.1", "hook:audit.1"
     node: AnyNode
     id: str | None = None
@@ -95,6 +97,7 @@ class StepBase:
 
 @dataclass(slots=True)
 class EventStep(StepBase):
+    """A step that calls an event (a tool, a chain, a standard event) with params."""
     event: str = ""
     event_node: ScalarNode | None = None
     params: dict[str, Value] = field(default_factory=dict)
@@ -120,6 +123,7 @@ class BlockStep(StepBase):
 
 @dataclass(slots=True)
 class IfStep(StepBase):
+    """An `if:` block: a condition, the steps of `then` and of `else`."""
     condition: Condition | None = None
     then: list["Step"] = field(default_factory=list)
     else_: list["Step"] = field(default_factory=list)
@@ -148,6 +152,7 @@ class TryStep(StepBase):
 
 @dataclass(slots=True)
 class SwitchCase:
+    """One case of a `switch`: its key and its steps."""
     key: str  # the case key as text (`1`, `true` compare as their JSON text)
     node: ScalarNode  # the key as written
     steps: list["Step"] = field(default_factory=list)
@@ -196,6 +201,7 @@ Step = Union[EventStep, BlockStep, IfStep, TryStep, SwitchStep, FailStep, WaitSt
 
 @dataclass(slots=True)
 class Trigger:
+    """What a hook fires on: a phase (pre, post, error) and an event name or glob."""
     phase: Literal["pre", "post", "error"]
     pattern: str  # an event name or a glob (email.*)
     node: ScalarNode
@@ -203,6 +209,7 @@ class Trigger:
 
 @dataclass(slots=True)
 class Hook:
+    """A hook of a chain or hooks file, or the action a task.register or task.schedule step stores."""
     node: MapNode
     index: int  # position among the file's hooks (ties keep file order)
     # "hook": written under hooks:; "registered": the action of a task.register step (a hook
@@ -251,6 +258,7 @@ class Hook:
 
 @dataclass(slots=True)
 class Input:
+    """One declared input of a chain: its name and JSON Schema."""
     name: str
     node: ScalarNode
     schema: dict[str, Any]
@@ -270,6 +278,7 @@ class EventDecl:
 
 @dataclass(slots=True)
 class Limits:
+    """A chain's `limits:`: steps, depth, timeout, parallelism and model budgets."""
     max_steps: int = 1000
     max_depth: int = 8
     max_depth_set: bool = False  # written in the file: an intended bound on recursion
@@ -283,6 +292,7 @@ class Limits:
 
 @dataclass(slots=True)
 class Chain:
+    """A chain or hooks file as the checker and compiler see it: steps, hooks, inputs, outputs, limits."""
     file: str
     kind: Literal["chain", "hooks"]
     root: AnyNode | None

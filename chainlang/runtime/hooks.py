@@ -232,6 +232,7 @@ def dropped(run: "RunState", hook: "CompiledHook", when: str, event: str, path: 
 
 @dataclass(eq=False)
 class Firing:
+    """One hook about to fire for an event at a step."""
     hook: "CompiledHook"
     path: str | None
     event: str

@@ -52,6 +52,7 @@ def parse_answers(pairs: Sequence[str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Ask:
+    """A `user.ask` step of a chain, found for answers given in advance."""
     path: str
     id: str | None
     line: int

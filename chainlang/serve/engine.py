@@ -79,6 +79,7 @@ class _Started:
 
 @dataclass
 class Engine:
+    """What serve's request handlers share: the project root, the store, the loaded projects."""
     root: Path
     store: "Store"
     projects: Projects

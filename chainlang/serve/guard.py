@@ -33,6 +33,7 @@ _UTF16_32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE,
 
 @dataclass(frozen=True)
 class Refusal:
+    """A request serve refuses: the HTTP status, the metric's reason and the error shown."""
     status: int
     reason: str  # the label of chainlang_events_rejected_total
     error: str

@@ -38,6 +38,7 @@ log = logging.getLogger("chainlang.serve")
 
 @dataclass
 class ServeOptions:
+    """How `chainlang serve` runs: its address, tools, grace, lease, and its role among workers."""
     host: str = "127.0.0.1"
     port: int = 8765
     tools: Sequence[str] = ()

@@ -110,6 +110,7 @@ def owner_is_gone(owner: str) -> bool:
 
 @dataclass
 class Scheduler:
+    """Fires the store's due tasks on serve's event loop."""
     store: "Store"
     clock: Clock
     fire: FireFn

@@ -159,6 +159,7 @@ def _texts(value: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class _Candidate:
+    """A thread that may be the one a message belongs to, with its score."""
     thread: "ThreadRecord"
     score: float
     common: list[str]  # the message's words the thread has too

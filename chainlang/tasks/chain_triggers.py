@@ -67,6 +67,7 @@ class WantedTask:
 
 @dataclass
 class SyncResult:
+    """What syncing the triggers of chain files with the store did: tasks added, archived, kept."""
     added: list[str] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)

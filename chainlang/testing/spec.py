@@ -54,6 +54,7 @@ class Step:
 
 @dataclass
 class TestCase:
+    """One test of a chaintest file: its name, line and steps."""
     name: str
     line: int
     steps: list[Step]
@@ -67,6 +68,7 @@ class TestCase:
 
 @dataclass
 class TestFile:
+    """A chaintest file read: its path, the project each test copies, its tests."""
     path: Path
     project: Path  # the directory each test copies
     tests: list[TestCase]
