@@ -583,7 +583,7 @@ def verdict(ok: bool) -> str:
 
 # frames that only carry the others (the CLI, the event loop, thread start-up): left out of
 # the cumulative list, where they would fill the top with 100%
-_PLUMBING = ("click/core.py", "chainlang/cli/main.py", "asyncio/base_events.py", "asyncio/events.py", "threading.py",
+_PLUMBING = ("click/core.py", "chainlang/cli/commands_servers.py", "asyncio/base_events.py", "asyncio/events.py", "threading.py",
              "concurrent/futures/thread.py", "profiled_serve.py", "<method 'run' of '_contextvars.Context' objects>",
              "run_loop")
 

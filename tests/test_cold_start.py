@@ -61,7 +61,9 @@ def test_help_imports_only_the_cli_of_chainlang_and_neither_subprocess_nor_pathl
     modules, out = _imports(tmp_path, "--help")
     assert out.startswith("Usage: ")
     assert sorted(m for m in modules if m.split(".")[0] == "chainlang") == [
-        "chainlang", "chainlang.cli", "chainlang.cli.main", "chainlang.dataclass_methods", "chainlang.version"]
+        "chainlang", "chainlang.cli", "chainlang.cli.commands_check", "chainlang.cli.commands_runs",
+        "chainlang.cli.commands_servers", "chainlang.cli.commands_store", "chainlang.cli.guard", "chainlang.cli.main",
+        "chainlang.cli.options", "chainlang.dataclass_methods", "chainlang.version"]
     # chainlang.version asks git for the commit only for --version; the dataclass methods' table
     # waits for the first dataclass, which --help does not make
     assert not modules & {"subprocess", "pathlib", "hashlib", "dataclasses", "chainlang.dataclass_methods._table"}
