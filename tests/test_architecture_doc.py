@@ -38,7 +38,7 @@ def test_the_page_s_floors_are_the_code_s() -> None:
     ("chainlang.runtime.admission", ["new_run_id", "take_lock", "project_key", "run_secrets"]),
     ("chainlang.engine", ["engine_for"]),
     ("chainlang.engine.entry", ["run_async", "emit_async", "resume_async"]),
-    ("chainlang.config.engine", ["engine_kind"]),
+    ("chainlang.config.engine_kind", ["engine_kind"]),
     ("chainlang.status", ["retryable", "EXIT_CODES"]),
     ("chainlang.errors", ["UsageError", "RunInUse"]),
 ])

@@ -40,7 +40,7 @@ def _temporal_project(directory: str) -> "ProjectConfig | None":
         return None
     if config is None:  # no project: a small check imports no configuration models (pydantic)
         return None
-    from chainlang.config.engine import engine_kind
+    from chainlang.config.engine_kind import engine_kind
 
     if engine_kind(config) != "temporal":
         return None

@@ -7,9 +7,11 @@ default. `kind = "temporal"` runs chains as Temporal workflows on the workers of
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from chainlang.config.engine_kind import engine_kind
 
 __all__ = ["EngineConfig", "engine_kind"]
 
@@ -26,10 +28,3 @@ class EngineConfig(BaseModel):
     namespace: str = Field(default="default", min_length=1, max_length=200, description="temporal: the namespace")
     task_queue: str = Field(default="chainlang", min_length=1, max_length=200,
                             description="temporal: the task queue the workers of this project poll")
-
-
-def engine_kind(config: Any) -> Literal["embedded", "temporal"]:
-    """The kind of engine a project's configuration (a ProjectConfig, or None: no project)
-    names: the one place `[engine] kind` is read."""
-    engine = getattr(config, "engine", None) if config is not None else None
-    return engine.kind if engine is not None else "embedded"

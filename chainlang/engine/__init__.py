@@ -24,7 +24,7 @@ __all__ = ["engine_for", "remote_engine_used", "wake_waits"]
 
 def engine_for(config: "ProjectConfig | None") -> "Engine":
     """The engine of the project whose configuration is `config` (None: no project)."""
-    from chainlang.config.engine import engine_kind
+    from chainlang.config.engine_kind import engine_kind
 
     if engine_kind(config) == "temporal":
         from chainlang.engine.temporal.engine import TemporalEngine

@@ -103,7 +103,7 @@ EngineChooser = Callable[["ProjectConfig | None"], Engine]
 def embedded_only(config: "ProjectConfig | None") -> Engine:
     """The chooser of code that calls the runtime directly: the embedded engine, and a clear
     refusal for a project configured for another (whose runs must not silently run here)."""
-    from chainlang.config.engine import engine_kind
+    from chainlang.config.engine_kind import engine_kind
     from chainlang.runtime.embedded import EMBEDDED
 
     kind = engine_kind(config)

@@ -151,7 +151,7 @@ async def start_run(
     from chainlang.runtime.threads import attachment
 
     scripted = scripted_answers(prepared, answers)
-    from chainlang.config.engine import engine_kind
+    from chainlang.config.engine_kind import engine_kind
 
     attached = attachment(prepared.root, thread, values)
     run_id = new_run_id()

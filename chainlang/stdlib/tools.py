@@ -18,24 +18,11 @@ Feb 29 in a leap year), then weeks, days, hours, minutes and seconds.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from datetime import date, datetime, time
 from typing import TYPE_CHECKING, Any
-
-# dateutil ships no type information; with types-python-dateutil installed the
-# ignores are unused, hence `unused-ignore`
-from dateutil.parser import isoparse, isoparser  # type: ignore[import-untyped, unused-ignore]
-from dateutil.relativedelta import (  # type: ignore[import-untyped, unused-ignore]
-    FR,
-    MO,
-    SA,
-    SU,
-    TH,
-    TU,
-    WE,
-    relativedelta,
-)
 
 from chainlang.durations import DURATION_UNITS, kind_in_words, parse_duration_words
 
@@ -87,7 +74,28 @@ _WEEKDAY_WORDS: dict[str, int] = {
     **{name.lower()[:3]: index for index, name in enumerate(WEEKDAYS)},
     "tues": 1, "weds": 2, "thur": 3, "thurs": 3,
 }
-_RELATIVE_WEEKDAYS = (MO, TU, WE, TH, FR, SA, SU)
+
+
+@functools.cache
+def _dateutil() -> tuple[Any, Any, Any, tuple[Any, ...], Any, Any]:
+    """dateutil's parts: (relativedelta, MO, SU, the weekdays MO to SU, isoparse, a date-only
+    isoparser). Imported by the first date arithmetic, not with this module: a run that only
+    reads the clock (tools.now) does without it (tens of milliseconds of a cold start)."""
+    # dateutil ships no type information; with types-python-dateutil installed the
+    # ignores are unused, hence `unused-ignore`
+    from dateutil.parser import isoparse, isoparser  # type: ignore[import-untyped, unused-ignore]
+    from dateutil.relativedelta import (  # type: ignore[import-untyped, unused-ignore]
+        FR,
+        MO,
+        SA,
+        SU,
+        TH,
+        TU,
+        WE,
+        relativedelta,
+    )
+
+    return relativedelta, MO, SU, (MO, TU, WE, TH, FR, SA, SU), isoparse, isoparser()
 
 FIND_PHRASES = (
     "today",
@@ -116,6 +124,7 @@ def _find(day: date, phrase: object) -> date:
     if not isinstance(phrase, str):
         raise ValueError(f"find: expected a phrase like 'last Tuesday', not {kind_in_words(phrase)} ({_FIND_HINT})")
     words = " ".join(phrase.lower().split())
+    relativedelta, MO, SU, weekdays, _, _ = _dateutil()
     shift: Any  # a relativedelta
     if words == "today":
         shift = relativedelta()
@@ -130,7 +139,7 @@ def _find(day: date, phrase: object) -> date:
             raise ValueError(
                 f"find: {name!r} in {phrase.strip()!r} is not a weekday (Monday ... Sunday, or Mon ... Sun)"
             )
-        weekday = _RELATIVE_WEEKDAYS[index]
+        weekday = weekdays[index]
         if which == "last":  # the most recent one strictly before the day: 1 to 7 days back
             shift = relativedelta(days=-1, weekday=weekday(-1))
         elif which == "next":  # the first one strictly after the day: 1 to 7 days ahead
@@ -165,7 +174,6 @@ _FROM_HINT = (
     "an ISO 8601 date or date-time ('2024-01-15', '2024-01-15T10:30:00+01:00'), a tools.now result "
     "(its iso is used) or a tools.date_calc result (a date string, or {start, end})"
 )
-_DATE_ONLY = isoparser()
 
 
 def date_calc(ctx: RunContext | None = None, **params: Any) -> str | dict[str, str]:
@@ -201,6 +209,7 @@ def date_calc(ctx: RunContext | None = None, **params: Any) -> str | dict[str, s
         return _day(value).isoformat()
     if form == "week_range":
         day = _day(value)
+        relativedelta, MO, SU, _, _, _ = _dateutil()
         try:
             start: date = day + relativedelta(weekday=MO(-1))
             end: date = day + relativedelta(weekday=SU(+1))
@@ -231,8 +240,9 @@ def _parse(text: str, param: str) -> date | datetime:
     stripped = text.strip()
     if not stripped:
         raise ValueError(f"{param}: empty; expected {_FROM_HINT}")
+    _, _, _, _, isoparse, date_only = _dateutil()
     try:
-        day: date = _DATE_ONLY.parse_isodate(stripped)  # a date alone: 2024-01-15, 20240115, 2024-W03-1
+        day: date = date_only.parse_isodate(stripped)  # a date alone: 2024-01-15, 20240115, 2024-W03-1
         return day
     except ValueError:
         pass
@@ -249,6 +259,7 @@ def _shift(value: date | datetime, amounts: dict[str, int], sign: int, param: st
     if not isinstance(value, datetime) and any(amounts.get(unit) for unit in _TIME_UNITS):
         value = datetime.combine(value, time())  # midnight
     signed = {unit: sign * amounts.get(unit, 0) for unit in DURATION_UNITS}
+    relativedelta = _dateutil()[0]
     delta = relativedelta(
         years=signed["years"], months=signed["months"], weeks=signed["weeks"], days=signed["days"],
         hours=signed["hours"], minutes=signed["minutes"], seconds=signed["seconds"],

@@ -28,7 +28,7 @@ async def run_worker(root: Path, *, concurrency: int = 8, tools: tuple[str, ...]
     """Serve the project at `root` until SIGTERM or SIGINT. `ready` is told when polling starts."""
     from datetime import timedelta
 
-    from chainlang.config.engine import engine_kind
+    from chainlang.config.engine_kind import engine_kind
     from chainlang.config.project import find_project_config
     from chainlang.engine.temporal.submit import connect
     from chainlang.pipeline import default_registry
