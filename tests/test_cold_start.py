@@ -136,3 +136,21 @@ def test_every_help_text_is_the_golden_one() -> None:
         GOLDEN.write_text(text, encoding="utf-8")
     assert GOLDEN.exists(), f"missing golden {GOLDEN.name}; run with UPDATE_GOLDENS=1"
     assert text == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_a_run_outside_a_project_imports_neither_pydantic_nor_dateutil_nor_jsonschema(tmp_path: Path) -> None:
+    # pydantic is for a chainlang.toml (none here), dateutil for date arithmetic (tools.now needs
+    # none), jsonschema for params the checker could not prove: each costs a cold run tens of ms
+    (tmp_path / "now.chain.yaml").write_text("steps:\n  - tools.now\noutputs:\n  day: \"{tools.now.weekday}\"\n",
+                                             encoding="utf-8")
+    modules, out = _imports(tmp_path, "run", "now.chain.yaml", "--json", "--transcript", str(tmp_path / "t.jsonl"))
+    assert '"day"' in out
+    assert not {m.split(".")[0] for m in modules} & {"pydantic", "dateutil", "jsonschema"}
+
+
+def test_date_arithmetic_still_finds_dateutil_when_it_runs(tmp_path: Path) -> None:
+    (tmp_path / "calc.chain.yaml").write_text(
+        "steps:\n  - tools.date_calc: {from: \"2026-11-27\", add: 1 week, find: next Monday}\n"
+        "outputs:\n  day: \"{tools.date_calc.result}\"\n", encoding="utf-8")
+    modules, out = _imports(tmp_path, "run", "calc.chain.yaml", "--json", "--transcript", str(tmp_path / "t.jsonl"))
+    assert '"day": "2026-12-07"' in out and "dateutil" in modules
