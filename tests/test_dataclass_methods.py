@@ -121,4 +121,5 @@ def test_the_table_waits_for_dataclasses_to_be_imported() -> None:
              "print(before, getattr(dataclasses._create_fn, '_chainlang_table', False), "
              "sum(type(f).__name__ == '_WhenImported' for f in sys.meta_path))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert out.split() == ["False", "True", "0"]  # not imported by chainlang itself; installed; the finder gone
+    installed = str(hasattr(dataclasses, "_create_fn"))  # Python 3.13 compiles a class's methods at once: no wrapper
+    assert out.split() == ["False", installed, "0"]  # not imported by chainlang itself; installed; the finder gone
