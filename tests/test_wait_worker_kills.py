@@ -135,6 +135,12 @@ def holder(transcript: Path) -> int | None:
     return int(head.split()[0].split("=")[1]) if head.startswith("pid=") else None
 
 
+def ended(transcript: Path) -> bool:
+    """The run went past its wait: its transcript ends with a run_finished that is not
+    `waiting` (a detached run ends so when it waits, before serve resumes it)."""
+    return finished(transcript) and records_so_far(transcript)[-1].get("status") != "waiting"
+
+
 def ending(transcript: Path) -> str:
     """The last record of a transcript, as a progress line would name it."""
     last = records_so_far(transcript)[-1]
@@ -224,7 +230,7 @@ def test_a_serve_worker_killed_around_a_delivery(tmp_path: Path, servers: Server
 
     assert server is not None
     for j, path in enumerate(transcripts):  # the tasks worker resumes what a killed worker left
-        until(f"serve ends run {j}", lambda: finished(path), timeout=120)
+        until(f"serve ends run {j}", lambda: ended(path), timeout=120)
     assert server.stop() == 0, server.describe()
     print(f"  {kills} SIGKILLs")
     for j in range(WORKER_KILLS):
@@ -269,7 +275,7 @@ def test_the_tasks_worker_killed_around_a_wait_deadline(tmp_path: Path, servers:
               f"transcript ends {ending(transcript)}")
 
     for j, path in enumerate(transcripts):
-        until(f"serve ends late run {j}", lambda: finished(path), timeout=120)
+        until(f"serve ends late run {j}", lambda: ended(path), timeout=120)
     assert server.stop() == 0, server.describe()
     print(f"  {kills} SIGKILLs")
     with project_store(root) as store:
