@@ -156,7 +156,7 @@ def test_a_run_s_state_is_built_in_one_place(construct: str) -> None:
 def test_the_engine_kind_is_read_in_one_place() -> None:
     readers = sorted(name for name, text in _sources().items()
                      if re.search(r"engine\.kind\b|\.kind\s*[!=]=\s*\"temporal\"", text))
-    assert readers == ["chainlang/config/engine.py"], readers
+    assert readers == ["chainlang/config/engine_kind.py"], readers
 
 
 def test_an_unreachable_temporal_is_told_apart_from_a_refusal(tmp_path: Path) -> None:
