@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
     from chainlang.output.progress import ProgressView
     from chainlang.runtime.engine import Engine
-    from chainlang.runtime.prepare import Prepared
     from chainlang.runtime.replay import Replay
 
 
@@ -43,14 +42,11 @@ async def resume_async(
     engine: "Engine | None" = None,
     detach: bool = False,
     answers: dict[str, Any] | None = None,
-    prepare_chain: "Callable[[str], Prepared] | None" = None,
 ) -> "RunResult | EmitResult":
     """Continue the run recorded in `transcript`: finished steps are not run again; the
     clock readings and decisions it recorded are reused. The transcript of an emit gives
     an EmitResult. `engine`: the embedded engine (None: it, refusing a project configured
-    for another; chainlang.engine.resume_async asks the project's engine). `prepare_chain`:
-    the chain file prepared with these `tools` and `registry` by a process that keeps chains
-    loaded (serve/prepared_chains.py); None: loaded, checked and compiled here."""
+    for another; chainlang.engine.resume_async asks the project's engine)."""
     where = Path(transcript)
     if where.is_dir():
         raise UsageError(not_a_transcript(os.fspath(transcript)))
@@ -61,16 +57,14 @@ async def resume_async(
         raise UsageError(f"cannot resume: {where}: the project it was emitted in, {file}, does not exist (any more)")
     if not emitted and not Path(file).is_file():
         raise UsageError(f"cannot resume: {where}: the chain file it ran, {file}, does not exist (any more)")
-    config_dir = Path(file) if emitted else Path(file).parent
-    found = _config_at(config_dir)  # read once: the engine's check here, the transcript's key under the lock
     if engine is None:
         from chainlang.runtime.engine import embedded_only
 
-        engine = embedded_only(None if isinstance(found, UsageError) else found)
+        engine = embedded_only(project_config(Path(file) if emitted else Path(file).parent))
     lock = take_lock(where, create=False)
     try:
         return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
-                                    on_transcript, engine, detach, answers, prepare_chain, (config_dir, found))
+                                    on_transcript, engine, detach, answers)
     finally:
         lock.release()
 
@@ -91,23 +85,17 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
                          on_transcript: Callable[[Path], None] | None, engine: "Engine",
-                         detach: bool = False, answers: dict[str, Any] | None = None,
-                         prepare_chain: "Callable[[str], Prepared] | None" = None,
-                         known: "tuple[Path, Any] | None" = None) -> "RunResult | EmitResult":
+                         detach: bool = False, answers: dict[str, Any] | None = None) -> "RunResult | EmitResult":
     from chainlang.journal.jsonl import TranscriptError, read_transcript
     from chainlang.journal.records import fields
 
-    file, emitted = recorded_start(where)  # read again under the lock
+    file, emitted = recorded_start(where)
     config_dir = Path(file) if emitted else Path(file).parent
     if lock.found is None:
         raise UsageError(f"cannot resume: {where}.head is damaged, so records removed from the end of the transcript "
                          "could not be found; the transcript cannot be trusted")
-    found = known[1] if known is not None and known[0] == config_dir else _config_at(config_dir)
-    if isinstance(found, UsageError):
-        raise found
-    root = found.root if found is not None else config_dir
     try:
-        recorded = read_transcript(where, key=project_key(root, create=False), head=lock.found)
+        recorded = read_transcript(where, key=project_key(_project_root(config_dir), create=False), head=lock.found)
     except OSError as exc:
         raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
@@ -140,7 +128,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
         (notify or (progress.note if progress is not None else log_note))(
             f"note: the run was started with --tools {shown}; this resume uses --tools {now} (resume imports only "
             "the tools it is given and those of chainlang.toml, never what a transcript names)")
-    prepared = prepare(file, given_tools, registry) if prepare_chain is None else prepare_chain(file)
+    prepared = prepare(file, given_tools, registry)
     redactor = run_secrets(prepared.config)
     if prepared.graph is None:
         return RunResult(recorded.run_id, "invalid", diagnostics=prepared.diagnostics, transcript=where,
@@ -237,16 +225,15 @@ def recorded_start(where: Path) -> tuple[str, bool]:
     return file, isinstance(record.get("emit"), dict)
 
 
-def _config_at(start: Path) -> Any:
-    """The configuration of the project at `start` (None: none), or the UsageError saying
-    why its chainlang.toml cannot be used."""
+def _project_root(start: Path) -> Path:
     from chainlang.config.project import find_project_config
     from chainlang.errors import RegistryError
 
     try:
-        return find_project_config(start)
+        config = find_project_config(start)
     except RegistryError as exc:
-        return UsageError(str(exc))
+        raise UsageError(str(exc)) from None
+    return config.root if config is not None else start
 
 
 def not_a_transcript(where: str, command: str = "resume") -> str:
