@@ -231,6 +231,11 @@ def test_a_serve_worker_killed_around_a_delivery(tmp_path: Path, servers: Server
     assert server is not None
     for j, path in enumerate(transcripts):  # the tasks worker resumes what a killed worker left
         until(f"serve ends run {j}", lambda: ended(path), timeout=120)
+
+    def all_waits_finished() -> bool:  # a worker killed after its run ended, before it marked the wait
+        with project_store(root) as store:  # finished, leaves the row settled: the next turn of a
+            return not store.unfinished_waits() and not store.list_waits()  # keeper marks it
+    until("serve marks every wait finished", all_waits_finished, timeout=60)
     assert server.stop() == 0, server.describe()
     print(f"  {kills} SIGKILLs")
     for j in range(WORKER_KILLS):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
     from chainlang.output.progress import ProgressView
     from chainlang.runtime.engine import Engine
+    from chainlang.runtime.prepare import Prepared
     from chainlang.runtime.replay import Replay
 
 
@@ -42,11 +43,14 @@ async def resume_async(
     engine: "Engine | None" = None,
     detach: bool = False,
     answers: dict[str, Any] | None = None,
+    prepare_chain: "Callable[[str], Prepared] | None" = None,
 ) -> "RunResult | EmitResult":
     """Continue the run recorded in `transcript`: finished steps are not run again; the
     clock readings and decisions it recorded are reused. The transcript of an emit gives
     an EmitResult. `engine`: the embedded engine (None: it, refusing a project configured
-    for another; chainlang.engine.resume_async asks the project's engine)."""
+    for another; chainlang.engine.resume_async asks the project's engine). `prepare_chain`:
+    the chain file prepared with these `tools` and `registry` by a process that keeps chains
+    loaded (serve/prepared_chains.py); None: loaded, checked and compiled here."""
     where = Path(transcript)
     if where.is_dir():
         raise UsageError(not_a_transcript(os.fspath(transcript)))
@@ -57,14 +61,16 @@ async def resume_async(
         raise UsageError(f"cannot resume: {where}: the project it was emitted in, {file}, does not exist (any more)")
     if not emitted and not Path(file).is_file():
         raise UsageError(f"cannot resume: {where}: the chain file it ran, {file}, does not exist (any more)")
+    config_dir = Path(file) if emitted else Path(file).parent
+    found = _config_at(config_dir)  # read once: the engine's check here, the transcript's key under the lock
     if engine is None:
         from chainlang.runtime.engine import embedded_only
 
-        engine = embedded_only(project_config(Path(file) if emitted else Path(file).parent))
+        engine = embedded_only(None if isinstance(found, UsageError) else found)
     lock = take_lock(where, create=False)
     try:
         return await _resume_locked(where, lock, tools, rerun, skip, registry, progress, notify, decider,
-                                    on_transcript, engine, detach, answers)
+                                    on_transcript, engine, detach, answers, prepare_chain, (config_dir, found))
     finally:
         lock.release()
 
@@ -85,17 +91,23 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
                          skip: Iterable[str], registry: "Registry | None", progress: "ProgressView | None",
                          notify: Callable[[str], None] | None, decider: Any,
                          on_transcript: Callable[[Path], None] | None, engine: "Engine",
-                         detach: bool = False, answers: dict[str, Any] | None = None) -> "RunResult | EmitResult":
+                         detach: bool = False, answers: dict[str, Any] | None = None,
+                         prepare_chain: "Callable[[str], Prepared] | None" = None,
+                         known: "tuple[Path, Any] | None" = None) -> "RunResult | EmitResult":
     from chainlang.journal.jsonl import TranscriptError, read_transcript
     from chainlang.journal.records import fields
 
-    file, emitted = recorded_start(where)
+    file, emitted = recorded_start(where)  # read again under the lock
     config_dir = Path(file) if emitted else Path(file).parent
     if lock.found is None:
         raise UsageError(f"cannot resume: {where}.head is damaged, so records removed from the end of the transcript "
                          "could not be found; the transcript cannot be trusted")
+    found = known[1] if known is not None and known[0] == config_dir else _config_at(config_dir)
+    if isinstance(found, UsageError):
+        raise found
+    root = found.root if found is not None else config_dir
     try:
-        recorded = read_transcript(where, key=project_key(_project_root(config_dir), create=False), head=lock.found)
+        recorded = read_transcript(where, key=project_key(root, create=False), head=lock.found)
     except OSError as exc:
         raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except TranscriptError as exc:
@@ -128,7 +140,7 @@ async def _resume_locked(where: Path, lock: "RunLock", tools: Sequence[str] | No
         (notify or (progress.note if progress is not None else log_note))(
             f"note: the run was started with --tools {shown}; this resume uses --tools {now} (resume imports only "
             "the tools it is given and those of chainlang.toml, never what a transcript names)")
-    prepared = prepare(file, given_tools, registry)
+    prepared = prepare(file, given_tools, registry) if prepare_chain is None else prepare_chain(file)
     redactor = run_secrets(prepared.config)
     if prepared.graph is None:
         return RunResult(recorded.run_id, "invalid", diagnostics=prepared.diagnostics, transcript=where,
@@ -225,15 +237,16 @@ def recorded_start(where: Path) -> tuple[str, bool]:
     return file, isinstance(record.get("emit"), dict)
 
 
-def _project_root(start: Path) -> Path:
+def _config_at(start: Path) -> Any:
+    """The configuration of the project at `start` (None: none), or the UsageError saying
+    why its chainlang.toml cannot be used."""
     from chainlang.config.project import find_project_config
     from chainlang.errors import RegistryError
 
     try:
-        config = find_project_config(start)
+        return find_project_config(start)
     except RegistryError as exc:
-        raise UsageError(str(exc)) from None
-    return config.root if config is not None else start
+        return UsageError(str(exc))
 
 
 def not_a_transcript(where: str, command: str = "resume") -> str:

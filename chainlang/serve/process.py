@@ -210,7 +210,7 @@ async def serve_async(start: Path, options: ServeOptions) -> int:
         # the runs waiting inside (§15): resumed when their wait is settled or its deadline passes
         from chainlang.serve.waits import WaitKeeper
 
-        engine.waits = WaitKeeper(root, store, tuple(options.tools), options.registry, decider)
+        engine.waits = WaitKeeper(root, store, tuple(options.tools), options.registry, decider, projects=projects)
         scheduler = Scheduler(store, options.clock or SystemClock(), engine.fire_task, engine.runs_dir,
                               lease_seconds=options.lease_seconds or _lease(serve_config),
                               on_quarantine=metrics.quarantined.set,

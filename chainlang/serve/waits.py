@@ -17,7 +17,10 @@ embedded engine (`resume_async(..., detach=True)`: a run that waits again ends a
 A run whose transcript another live process holds is left to it (a foreground `chainlang
 run` watching its row, another serve resuming it); the next turn looks again. At most
 `concurrency` runs are resumed at once, never one run twice; a resume that fails is logged
-and tried again later (from 5 s, doubling, to 10 min), and never ends serve.
+and tried again later (from 5 s, doubling, to 10 min), and never ends serve. A resume runs
+its chain as serve keeps it prepared (serve/prepared_chains.py: loaded, checked and compiled
+once per content of the file and version of the project); its transcript is read and
+verified, and its lock taken, at every resume.
 
 Runs of another engine (Temporal) wait in their workflow, with its own timer: serve neither
 resumes them nor times them out; the waits it delivers an event to are handed to that engine
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +41,8 @@ from chainlang.errors import RunInUse, UsageError
 from chainlang.store.base import StoreError
 
 if TYPE_CHECKING:
+    from chainlang.serve.prepared_chains import PreparedChains
+    from chainlang.serve.projects import Projects
     from chainlang.store import Store
     from chainlang.store.waits import WaitRow
 
@@ -74,6 +80,10 @@ class WaitKeeper:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _trouble: str | None = None
     _telling: set["asyncio.Task[None]"] = field(default_factory=set)  # deliveries handed to another engine
+    # the project serve loaded for its events (serve/projects.py; None: one of its own, made at the first resume)
+    projects: "Projects | None" = None
+    _chains: "PreparedChains | None" = None  # the chains resumed, kept prepared (serve/prepared_chains.py)
+    _own_projects: bool = False
 
     # -- what starts a resume
 
@@ -215,9 +225,24 @@ class WaitKeeper:
 
     async def _continue(self, where: Path) -> Any:
         from chainlang.runtime.resume import resume_async
+        from chainlang.runtime.waiting import KEPT_STORE
 
+        # its waits are read through serve's store (this resume's task only: a context variable)
+        KEPT_STORE.set((os.path.realpath(self.root), self.store))
         return await resume_async(where, tools=self.tools, registry=self.registry, notify=_quiet_note,
-                                  decider=self.decider, detach=True)
+                                  decider=self.decider, detach=True, prepare_chain=self.chains())
+
+    def chains(self) -> "PreparedChains":
+        """The chains its resumes run, each prepared once per content and version of the project."""
+        if self._chains is None:
+            from chainlang.serve.prepared_chains import PreparedChains
+
+            if self.projects is None:
+                from chainlang.serve.projects import Projects
+
+                self.projects, self._own_projects = Projects(self.root, self.tools, self.registry, self.store), True
+            self._chains = PreparedChains(self.projects, self.tools, self.registry)
+        return self._chains
 
     def _failed(self, row: "WaitRow", exc: BaseException) -> None:
         now = asyncio.get_running_loop().time()
@@ -236,6 +261,7 @@ class WaitKeeper:
         self.accepting = False
         jobs = set(self.resuming.values())
         if not jobs:
+            self._close_projects()
             return 0
         _, pending = await asyncio.wait(jobs, timeout=grace)
         cut = [run_id for run_id, job in self.resuming.items() if job in pending]
@@ -246,7 +272,12 @@ class WaitKeeper:
             # their waits are finished, so no serve finds them again: say how to go on
             log.warning("stopped the resumed run(s) %s past the grace period: they are recorded interrupted; "
                         "continue each with chainlang resume .chainlang/runs/RUN_ID.jsonl", ", ".join(cut))
+        self._close_projects()
         return len(pending)
+
+    def _close_projects(self) -> None:
+        if self._own_projects and self.projects is not None:  # serve's own is closed by serve
+            self.projects.close()
 
 
 def _quiet_note(text: str) -> None:
