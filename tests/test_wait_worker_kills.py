@@ -162,6 +162,17 @@ def sigkill(pid: int) -> bool:
     return True
 
 
+def all_waits_finished(root: Path) -> bool:
+    """Whether no wait is left waiting or settled but unfinished. A worker killed after its run
+    ended and before it marked the wait finished leaves the row settled: the next turn of a
+    keeper (within serve's CHECK_SECONDS) resumes the finished run, which does nothing, and
+    marks it; so the tests wait for this before they stop serve."""
+    from chainlang.tasks.stored import project_store
+
+    with project_store(root) as store:
+        return not store.unfinished_waits() and not store.list_waits()
+
+
 def test_a_serve_worker_killed_around_a_delivery(tmp_path: Path, servers: Servers) -> None:
     from chainlang.tasks.stored import project_store
 
@@ -231,11 +242,7 @@ def test_a_serve_worker_killed_around_a_delivery(tmp_path: Path, servers: Server
     assert server is not None
     for j, path in enumerate(transcripts):  # the tasks worker resumes what a killed worker left
         until(f"serve ends run {j}", lambda: ended(path), timeout=120)
-
-    def all_waits_finished() -> bool:  # a worker killed after its run ended, before it marked the wait
-        with project_store(root) as store:  # finished, leaves the row settled: the next turn of a
-            return not store.unfinished_waits() and not store.list_waits()  # keeper marks it
-    until("serve marks every wait finished", all_waits_finished, timeout=60)
+    until("serve marks every wait finished", lambda: all_waits_finished(root), timeout=60)
     assert server.stop() == 0, server.describe()
     print(f"  {kills} SIGKILLs")
     for j in range(WORKER_KILLS):
@@ -281,6 +288,7 @@ def test_the_tasks_worker_killed_around_a_wait_deadline(tmp_path: Path, servers:
 
     for j, path in enumerate(transcripts):
         until(f"serve ends late run {j}", lambda: ended(path), timeout=120)
+    until("serve marks every wait finished", lambda: all_waits_finished(root), timeout=60)
     assert server.stop() == 0, server.describe()
     print(f"  {kills} SIGKILLs")
     with project_store(root) as store:
