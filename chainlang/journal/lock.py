@@ -93,9 +93,9 @@ def _seal(key: bytes, seq: int, mac: bytes | None) -> bytes:
 class RunLock:
     """The exclusive hold of one transcript, and its head file."""
 
-    def __init__(self, transcript: Path, fd: int, head: Head | None) -> None:
+    def __init__(self, transcript: Path, fd: int, head: Head | None, path: Path | None = None) -> None:
         self.transcript = transcript
-        self.path = head_path(transcript)
+        self.path = path if path is not None else head_path(transcript)
         self._fd: int | None = fd
         #: what the head file said when the lock was taken (None: there was none)
         self.found = head
@@ -135,7 +135,7 @@ class RunLock:
         if match:
             mac = None if match.group(3).startswith(b"-") else match.group(3)
             head = Head(int(match.group(2)), mac, match.group(4))
-        lock = cls(transcript, fd, head)
+        lock = cls(transcript, fd, head, path)
         lock.damaged = head is None and bool(data)
         # the holder's pid at once (it is not sealed), so a second process can name it
         if head is not None:

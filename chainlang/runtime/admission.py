@@ -5,6 +5,7 @@ and the run's redaction service."""
 from __future__ import annotations
 
 import secrets
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,9 +22,16 @@ __all__ = ["RUNS_DIR", "new_run_id", "parse_now", "project_key", "run_secrets", 
 RUNS_DIR = Path(".chainlang") / "runs"
 
 
+_STAMP: list[tuple[int, str]] = [(-1, "")]  # the last second a run id was made in, and its text
+
+
 def new_run_id() -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{secrets.token_hex(5)}"  # 40 random bits: no two alike in a second of a busy serve
+    """`20261128T210512Z-` and 40 random bits: no two alike in a second of a busy serve."""
+    second = int(time.time())
+    last = _STAMP[0]
+    if last[0] != second:  # formatting the time is most of what an id costs: once a second
+        last = _STAMP[0] = (second, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second)))
+    return f"{last[1]}-{secrets.token_hex(5)}"
 
 
 def parse_now(text: str | None) -> datetime | None:

@@ -147,6 +147,12 @@ def limits_graph(root: Path) -> "ExecutionGraph":
                           allow=None, hooks=(), bindings=ChainBindings())
 
 
+@lru_cache(maxsize=64)
+def _state_dir(root: Path) -> Path:
+    """The project's state directory (a Path made once per project, not per run)."""
+    return root / STATE_DIR
+
+
 def open_run(spec: RunSpec, host: RunHost) -> OpenRun:
     """Build the run's state, thread link and hook actions, and set the context its
     `{thread.ID.KEY}` references read. Close it with `drive` (or `OpenRun.close`)."""
@@ -169,7 +175,7 @@ def open_run(spec: RunSpec, host: RunHost) -> OpenRun:
     state = RunState(
         run_id=spec.run_id, registry=spec.registry, record=host.record, commit=host.commit, defer=host.defer,
         decider=host.decider,
-        clock=host.clock, state_dir=spec.root / STATE_DIR,
+        clock=host.clock, state_dir=_state_dir(spec.root),
         interceptors=((host.recorder or ThreadRecorder)(link),) if recording else (),
         facts=facts, max_steps=spec.max_steps if spec.max_steps is not None else graph.max_steps, replay=spec.replay, notify=host.notify, load_chain=spec.loader,
         hooks=spec.hooks, project=spec.root, base_registry=spec.loader.registry, steps_run=spec.steps_run,

@@ -44,7 +44,7 @@ class StoreWaiter:
 
     def __init__(self, root: Path, transcript: Path | str, detach: bool = False, engine: str = "embedded",
                  answers: "ScriptedAnswers | None" = None) -> None:
-        self.root = Path(root)
+        self.root = root if isinstance(root, Path) else Path(root)
         self.transcript = str(transcript)
         self.detach = detach
         self.engine = engine
