@@ -19,6 +19,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -211,7 +212,7 @@ async def emit_async(
                 return again
             run_id, where = earlier.run_id, Path(earlier.transcript)  # its process died before it began
             data = earlier.data
-    if where.exists() and where.stat().st_size > 0:
+    if _holds_records(where):
         raise UsageError(f"{where}: the transcript exists already; give a new path")
     if key is None:
         key = project_key(loaded.root, create=True)
@@ -235,7 +236,7 @@ async def emit_async(
     except BaseException:
         release_unused(lock, where)
         raise
-    header = {"chain": None, "file": str(loaded.root.resolve()), "file_sha256": loaded.digest, "inputs": {},
+    header = {"chain": None, "file": _resolved(loaded.root), "file_sha256": loaded.digest, "inputs": {},
               "now": pinned.isoformat() if pinned else None,
               "started_at": (pinned or datetime.now().astimezone()).isoformat(), "tools": list(tools),
               "resumed": False, "emit": {"event": name, "data": data, **({"id": id} if id is not None else {})}}
@@ -250,6 +251,21 @@ async def emit_async(
         lock.release()
     result.delivered = delivered
     return result
+
+
+def _holds_records(where: Path) -> bool:
+    """Whether a file is at `where` and not empty (one stat(2))."""
+    try:
+        return os.stat(where).st_size > 0
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+@lru_cache(maxsize=64)
+def _resolved(root: Path) -> str:
+    """The project's directory as the header records it: resolved once per process (a
+    realpath is a system call per component of the path), not once per emit."""
+    return str(root.resolve())
 
 
 def _answer_problems(root: Path, data: Any) -> list[str]:
