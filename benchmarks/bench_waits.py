@@ -481,6 +481,8 @@ def main() -> int:
           f"{load[1]:.2f} {load[2]:.2f}; {waits:,} waiting runs vs none; chainlang at {_revision()}")
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
+    if args.dir:  # a directory of the user's choosing: made when missing
+        os.makedirs(args.dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-waits-", dir=args.dir) as tmp:
         base = Path(tmp)
         roots = {"idle": make_project(base / "idle"), "loaded": make_project(base / "loaded")}

@@ -274,6 +274,8 @@ def main() -> None:
     print(f"chainlang check benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), "
           f"load average {os.getloadavg()[0]:.2f}, best of {args.repeat}")
     text = generate_chain(args.steps)
+    if args.dir:  # a directory of the user's choosing: made when missing
+        os.makedirs(args.dir, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "big.chain.yaml"
         path.write_text(text, encoding="utf-8")

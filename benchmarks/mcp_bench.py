@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -107,6 +108,8 @@ def main() -> None:
     steps = max(2, args.steps)
     from chainlang.registry import mcp
 
+    if args.dir:  # a directory of the user's choosing: made when missing
+        os.makedirs(args.dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mcp-bench-", dir=args.dir) as scratch:
         root = Path(scratch)
         many, one = project(root, steps)

@@ -609,6 +609,8 @@ async def main_async(args: argparse.Namespace) -> None:
     def keep(key_: str, sample: Sample) -> None:
         samples.setdefault(key_, []).append(sample)
 
+    if args.dir:  # a directory of the user's choosing: made when missing
+        os.makedirs(args.dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="chainlang-bench-", dir=args.dir) as tmp_name:
         tmp = Path(tmp_name)
         counter = iter(range(1_000_000))
@@ -846,6 +848,8 @@ async def profile_steps(args: argparse.Namespace) -> None:
 
     import chainlang
 
+    if args.dir:  # a directory of the user's choosing: made when missing
+        os.makedirs(args.dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="chainlang-profile-", dir=args.dir) as tmp_name:
         root = Path(tmp_name)
         (root / "chainlang.toml").write_text("", encoding="utf-8")

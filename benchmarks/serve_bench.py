@@ -640,6 +640,8 @@ def main() -> int:
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {n:,} events, {c} in flight ({args.client} client), "
           f"{k} tasks per phase{' (quick)' if args.quick else ''}; chainlang at {_revision()}")
     m = args.scale_events or (100 if args.quick else 500)
+    if args.dir:  # a directory of the user's choosing: made when missing
+        os.makedirs(args.dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="serve-bench-", dir=args.dir) as tmp:
         base = Path(tmp)
         root = make_project(base / "project")
