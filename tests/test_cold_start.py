@@ -148,6 +148,23 @@ def test_a_run_outside_a_project_imports_neither_pydantic_nor_dateutil_nor_jsons
     assert not {m.split(".")[0] for m in modules} & {"pydantic", "dateutil", "jsonschema"}
 
 
+def test_a_run_in_a_project_with_a_full_chainlang_toml_imports_no_pydantic(tmp_path: Path) -> None:
+    # chainlang.toml is read by config/fields.py: importing pydantic for it was ~40 % of a cold
+    # command in a project
+    (tmp_path / "chainlang.toml").write_text(
+        'tools = []\nchains = ["chains"]\n[store]\nurl = "sqlite:///state/s.db"\n'
+        '[serve]\ngrace = "10s"\nhosts = ["chains.example.com"]\n[serve.events."deploy.done"]\ntoken_env = "T"\n'
+        '[runs]\nkeep = "30d"\n[secrets]\ncrm = {env = "CRM_TOKEN"}\n'
+        '[decide]\nfallback = "skip"\ntimeout = "30s"\n[engine]\nkind = "embedded"\n',
+        encoding="utf-8")
+    (tmp_path / "chains").mkdir()
+    (tmp_path / "now.chain.yaml").write_text("steps:\n  - tools.now\noutputs:\n  day: \"{tools.now.weekday}\"\n",
+                                             encoding="utf-8")
+    modules, out = _imports(tmp_path, "run", "now.chain.yaml", "--json", "--transcript", str(tmp_path / "t.jsonl"))
+    assert '"day"' in out
+    assert not {m.split(".")[0] for m in modules} & {"pydantic", "dateutil"}
+
+
 def test_date_arithmetic_still_finds_dateutil_when_it_runs(tmp_path: Path) -> None:
     (tmp_path / "calc.chain.yaml").write_text(
         "steps:\n  - tools.date_calc: {from: \"2026-11-27\", add: 1 week, find: next Monday}\n"

@@ -117,16 +117,16 @@ def _with_models(config: "ProjectConfig | None", root: Path, models: Mapping[str
     """The project's configuration with its `[models]` table replaced by `models`."""
     import dataclasses
 
-    from pydantic import ValidationError
-
     from chainlang.config.model import ModelsConfig
     from chainlang.config.project import ProjectConfig
     from chainlang.errors import ConfigError
 
-    try:
-        table = ModelsConfig.model_validate(dict(models))
-    except ValidationError as exc:
-        first = exc.errors()[0]
+    from chainlang.config.fields import build
+
+    problems: list[dict[str, Any]] = []
+    table = build(ModelsConfig, dict(models), (), problems)
+    if table is None:
+        first = problems[0]
         where = ".".join(str(part) for part in first.get("loc", ()))
         raise ConfigError(f"models={{...}}: {where + ': ' if where else ''}{first.get('msg', 'invalid')} (the keys of "
                           "chainlang.toml's [models] table: heavy, fast, light, memory)") from None

@@ -82,14 +82,13 @@ def load_config(path: Path) -> ProjectConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{shown}: invalid TOML: {exc}") from None
 
-    from pydantic import ValidationError
-
+    from chainlang.config.fields import build
     from chainlang.config.model import ConfigFile
 
-    try:
-        parsed = ConfigFile.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(_describe_error(error) for error in exc.errors())
+    found: list[dict[str, Any]] = []
+    parsed = build(ConfigFile, raw, (), found)
+    if parsed is None:
+        problems = "; ".join(_describe_error(error) for error in found)
         raise ConfigError(f"{shown}: {problems}") from None
     return ProjectConfig(path=path, tools=tuple(parsed.tools), chains=tuple(parsed.chains), decide=parsed.decide,
                          models=parsed.models, store=parsed.store, serve=parsed.serve, mcp=parsed.mcp,
@@ -137,4 +136,6 @@ def _known_keys(parent: tuple[Any, ...]) -> list[str]:
         model = SecretSource
     if len(parent) >= 3 and parent[0] == "mcp" and parent[1] == "servers":
         model = McpServerConfig
-    return list(model.model_fields)
+    from dataclasses import fields
+
+    return [item.name for item in fields(model)]

@@ -12,12 +12,14 @@ TEXTS = (
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.added,self.archived,self.kept,self.problems,)==(other.added,other.archived,other.kept,other.problems,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.at,)==(other.at,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.base_id,self.kind,self.definition,self.source,self.next_run,)==(other.base_id,other.kind,other.definition,other.source,other.next_run,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.base_url,self.model,self.api_key_env,self.fallback,self.timeout,self.max_tokens,)==(other.base_url,other.model,other.api_key_env,other.fallback,other.timeout,other.max_tokens,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.calls,self.tokens,)==(other.calls,other.tokens,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.category,self.message,self.start,self.end,)==(other.category,other.message,other.start,other.end,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.chain,self.file,self.file_sha256,self.inputs,self.now,self.started_at,self.tools,self.resumed,self.emit,self.thread,)==(other.chain,other.file,other.file_sha256,other.inputs,other.now,other.started_at,other.tools,other.resumed,other.emit,other.thread,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.chain,self.source,self.sink,self.registry,self.project,self._analysis,)==(other.chain,other.source,other.sink,other.registry,other.project,other._analysis,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.chains,self.named,self.memo,)==(other.chains,other.named,other.memo,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.code,self.body,)==(other.code,other.body,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.command,self.args,self.env,self.url,self.timeout,self.strict,)==(other.command,other.args,other.env,other.url,other.timeout,other.strict,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.config,self.root,self.registry,self.context,self.python_hooks,)==(other.config,other.root,other.registry,other.context,other.python_hooks,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.config,self.unreadable,)==(other.config,other.unreadable,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.content,self.usage,self.finish_reason,)==(other.content,other.usage,other.finish_reason,)\n  return NotImplemented\n return __eq__',
@@ -27,6 +29,8 @@ TEXTS = (
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.deliveries,self.children,)==(other.deliveries,other.children,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.description,self.text,self.markdown,self.tags,)==(other.description,other.text,other.markdown,other.tags,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.diagnostics,self.sources,self.files,self.chains,)==(other.diagnostics,other.sources,other.files,other.chains,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.dir,self.keep,)==(other.dir,other.keep,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.env,self.file,)==(other.env,other.file,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.envelope,self.record,)==(other.envelope,other.record,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.error,self.reads,)==(other.error,other.reads,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.event,self.calls,self.where,self.line,self.via,)==(other.event,other.calls,other.where,other.line,other.via,)\n  return NotImplemented\n return __eq__',
@@ -38,6 +42,7 @@ TEXTS = (
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.file,self.kind,self.root,self.name,self.name_node,self.description,self.inputs,self.steps,self.hooks,self.outputs,self.limits,self.allow,self.events,self.triggers,self.bindings,)==(other.file,other.kind,other.root,other.name,other.name_node,other.description,other.inputs,other.steps,other.hooks,other.outputs,other.limits,other.allow,other.events,other.triggers,other.bindings,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.file,self.name,self.nodes,self.outputs,self.inputs,self.max_steps,self.max_depth,self.timeout,self.max_parallel,self.allow,self.hooks,self.hook_summaries,self.bindings,self.hook_set,self.max_model_calls,self.max_tokens,)==(other.file,other.name,other.nodes,other.outputs,other.inputs,other.max_steps,other.max_depth,other.timeout,other.max_parallel,other.allow,other.hooks,other.hook_summaries,other.bindings,other.hook_set,other.max_model_calls,other.max_tokens,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.finished,self.started,self.decisions,self.clock,self.clock_at,self.finished_at,self.hooks_fired,self.hooks_finished,self.hooks_ended,self.model_calls,self.model_calls_made,self.model_tokens_used,self.waits_started,self.waits_finished,self.rerun,self.skip,)==(other.finished,other.started,other.decisions,other.clock,other.clock_at,other.finished_at,other.hooks_fired,other.hooks_finished,other.hooks_ended,other.model_calls,other.model_calls_made,other.model_tokens_used,other.waits_started,other.waits_finished,other.rerun,other.skip,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.heavy,self.fast,self.light,self.memory,)==(other.heavy,other.fast,other.light,other.memory,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.hook,self.status,self.error,self.duration_ms,self.step,)==(other.hook,other.status,other.error,other.duration_ms,other.step,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.hook,self.when,self.event,self.reason,self.message,self.step,)==(other.hook,other.when,other.event,other.reason,other.message,other.step,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.hook,self.when,self.event,self.step,self.trigger,)==(other.hook,other.when,other.event,other.step,other.trigger,)\n  return NotImplemented\n return __eq__',
@@ -56,8 +61,10 @@ TEXTS = (
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.key,self.item,self.siblings,)==(other.key,other.item,other.siblings,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.key,self.node,self.steps,)==(other.key,other.node,other.steps,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.key,self.phase,self.pattern,self.trigger,self.file,self.line,self.rank,self.condition,self.condition_text,self.set,self.cancel,self.action,self.strip,self.mode,self.max,self.max_depth,self.on_error,self.bindings,self.glob,self.captured,self.id,self.priority,self.after,)==(other.key,other.phase,other.pattern,other.trigger,other.file,other.line,other.rank,other.condition,other.condition_text,other.set,other.cancel,other.action,other.strip,other.mode,other.max,other.max_depth,other.on_error,other.bindings,other.glob,other.captured,other.id,other.priority,other.after,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.kind,self.address,self.namespace,self.task_queue,)==(other.kind,other.address,other.namespace,other.task_queue,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.kind,self.first,self.every,self.cron,)==(other.kind,other.first,other.every,other.cron,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.kind,self.name,self.field,self.path,self.captured,)==(other.kind,other.name,other.field,other.path,other.captured,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.kind,self.optional,self.min_length,self.max_length,self.pattern,self.ge,self.le,self.choices,self.check,self.of,self.description,)==(other.kind,other.optional,other.min_length,other.max_length,other.pattern,other.ge,other.le,other.choices,other.check,other.of,other.description,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.kind,self.prefix,self.frames,self.flow_owner,self.flow_present,)==(other.kind,other.prefix,other.frames,other.flow_owner,other.flow_present,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.kind,self.status,self.outputs,self.error,self.records,self.fired,self.exit_code,self.output,self.notes,self.transcript,self.run_id,)==(other.kind,other.status,other.outputs,other.error,other.records,other.fired,other.exit_code,other.output,other.notes,other.transcript,other.run_id,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.kind,self.target,self.line,self.name,self.inputs,self.data,self.thread,self.id,self.now,self.expect,)==(other.kind,other.target,other.line,other.name,other.inputs,other.data,other.thread,other.id,other.now,other.expect,)\n  return NotImplemented\n return __eq__',
@@ -116,6 +123,7 @@ TEXTS = (
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.phase,self.pattern,self.node,)==(other.phase,other.pattern,other.node,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.prepared,self.run_id,self.header,self.inputs,self.pinned,self.replay,self.decider,self.detach,self.answers,)==(other.prepared,other.run_id,other.header,other.inputs,other.pinned,other.replay,other.decider,other.detach,other.answers,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.project,self.run_id,self.header,self.pinned,self.replay,self.decider,self.top,self.task,)==(other.project,other.run_id,other.header,other.pinned,other.replay,other.decider,other.top,other.task,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.provider,self.base_url,self.model,self.api_key_env,self.timeout,self.max_tokens,self.context,self.structured,self.rules,)==(other.provider,other.base_url,other.model,other.api_key_env,other.timeout,other.max_tokens,other.context,other.structured,other.rules,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.question_id,self.problems,self.typed,)==(other.question_id,other.problems,other.typed,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.record,self.clock,self.decider,self.notify,self.commit,self.defer,self.executor,self.recorder,self.record_thread,self.references,self.run_written,self.elapsed,self.interrupted,self.waiter,)==(other.record,other.clock,other.decider,other.notify,other.commit,other.defer,other.executor,other.recorder,other.record_thread,other.references,other.run_written,other.elapsed,other.interrupted,other.waiter,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.records,self.cut_at,self.macs,)==(other.records,other.cut_at,other.macs,)\n  return NotImplemented\n return __eq__',
@@ -146,6 +154,7 @@ TEXTS = (
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.segments,self.start,self.end,)==(other.segments,other.start,other.end,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.seq,self.mac,self.seal,)==(other.seq,other.mac,other.seal,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.seq,self.thread_id,self.at,self.run_id,self.step,self.event,self.key,self.result,)==(other.seq,other.thread_id,other.at,other.run_id,other.step,other.event,other.key,other.result,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.servers,)==(other.servers,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.service,self.step,self.event,)==(other.service,other.step,other.event,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.site,self.ref,self.kind,self.type,self.problem,self.binding,)==(other.site,other.ref,other.kind,other.type,other.problem,other.binding,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.sites,self.refs,self.ref_types,)==(other.sites,other.refs,other.ref_types,)\n  return NotImplemented\n return __eq__',
@@ -180,19 +189,27 @@ TEXTS = (
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.thread,self.score,self.common,self.empty,)==(other.thread,other.score,other.common,other.empty,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.threshold,self.margin,self.prefer,)==(other.threshold,other.margin,other.prefer,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.tier,self.task,self.messages_json,self.schema_json,self.schema_name,)==(other.tier,other.task,other.messages_json,other.schema_json,other.schema_name,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.token_env,)==(other.token_env,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.token_env,self.grace,self.max_failures,self.lease,self.hosts,self.header_timeout,self.body_timeout,self.max_connections,self.events,)==(other.token_env,other.grace,other.max_failures,other.lease,other.hosts,other.header_timeout,other.body_timeout,other.max_connections,other.events,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.tools,self.chains,self.decide,self.models,self.store,self.serve,self.mcp,self.engine,self.runs,self.secrets,)==(other.tools,other.chains,other.decide,other.models,other.store,other.serve,other.mcp,other.engine,other.runs,other.secrets,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.total,self.connect,self.read,)==(other.total,other.connect,other.read,)\n  return NotImplemented\n return __eq__',
+    'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.url,)==(other.url,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.value,self.start,self.end,)==(other.value,other.start,other.end,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.value,self.step,)==(other.value,other.step,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.value_json,self.error,)==(other.value_json,other.error,)\n  return NotImplemented\n return __eq__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.action,self.params,self.reason,self.source,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.at,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.base_id,self.kind,self.definition,self.source,self.next_run,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.base_url,self.model,self.api_key_env,self.fallback,self.timeout,self.max_tokens,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.category,self.message,self.start,self.end,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.command,self.args,self.env,self.url,self.timeout,self.strict,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.config,self.unreadable,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.content,self.usage,self.finish_reason,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.data,self.templates,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.definition,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.description,self.text,self.markdown,self.tags,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.dir,self.keep,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.env,self.file,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.envelope,self.record,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.event,self.calls,self.where,self.line,self.via,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.event,self.description,self.params_schema,self.params,self.errors,self.condition,self.context,))\n return __hash__',
@@ -200,6 +217,7 @@ TEXTS = (
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.expr,self.offset,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.expr,self.start,self.end,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.file,self.name,self.nodes,self.outputs,self.inputs,self.max_steps,self.max_depth,self.timeout,self.max_parallel,self.allow,self.hooks,self.hook_summaries,self.bindings,self.hook_set,self.max_model_calls,self.max_tokens,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.heavy,self.fast,self.light,self.memory,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.hosts,self.header_timeout,self.body_timeout,self.max_connections,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.id,self.kind,self.definition,self.status,self.created_at,self.updated_at,self.next_run,self.last_run,self.failures,self.origin,self.lease_owner,self.lease_until,self.version,self.problem,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.id,self.kind,self.name,self.content,self.keywords,self.sources,self.updated_at,self.score,))\n return __hash__',
@@ -211,8 +229,10 @@ TEXTS = (
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.item,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.items,self.start,self.end,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.key,self.phase,self.pattern,self.trigger,self.file,self.line,self.rank,self.condition,self.condition_text,self.set,self.cancel,self.action,self.strip,self.mode,self.max,self.max_depth,self.on_error,self.bindings,self.glob,self.captured,self.id,self.priority,self.after,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.kind,self.address,self.namespace,self.task_queue,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.kind,self.first,self.every,self.cron,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.kind,self.name,self.field,self.path,self.captured,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.kind,self.optional,self.min_length,self.max_length,self.pattern,self.ge,self.le,self.choices,self.check,self.of,self.description,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.label,self.kind,self.origin,self.phase,self.pattern,self.condition,self.does,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.labels,self.value,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.line,self.column,self.end_line,self.end_column,))\n return __hash__',
@@ -234,12 +254,14 @@ TEXTS = (
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.path,self.id,self.line,self.choices,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.path,self.kind,self.line,self.event,self.id,self.condition_text,self.condition,self.foreach_text,self.foreach,self.as_,self.max_parallel,self.timeout,self.on_error,self.retry,self.decide,self.decide_expr,self.expose,self.params,self.captures,self.children,self.repeat,self.flow,self.wait,self.else_,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.path,self.tools,self.chains,self.decide,self.models,self.store,self.serve,self.mcp,self.engine,self.runs,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.provider,self.base_url,self.model,self.api_key_env,self.timeout,self.max_tokens,self.context,self.structured,self.rules,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.rule,self.slug,self.severity,self.message,self.file,self.line,self.column,self.end_line,self.end_column,self.hint,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.run_id,self.chain,self.step,self.event,self.attempt,self.idempotency_key,self.clock,self.state_dir,self.progress,self.notify,self.project,self.registry,self.captured,self.models,self.decider,self.allow,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.run_id,self.seq,self.ts,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.segments,self.start,self.end,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.seq,self.mac,self.seal,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.seq,self.thread_id,self.at,self.run_id,self.step,self.event,self.key,self.result,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.servers,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.service,self.step,self.event,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.states,self.rules,self.start,self.end,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.status,self.reason,self.error,))\n return __hash__',
@@ -250,18 +272,24 @@ TEXTS = (
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.text,self.usage,self.finish_reason,self.schema_notes,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.thread,self.score,self.common,self.empty,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.threshold,self.margin,self.prefer,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.token_env,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.token_env,self.grace,self.max_failures,self.lease,self.hosts,self.header_timeout,self.body_timeout,self.max_connections,self.events,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.tools,self.chains,self.decide,self.models,self.store,self.serve,self.mcp,self.engine,self.runs,self.secrets,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.total,self.connect,self.read,))\n return __hash__',
+    'def __create_fn__():\n def __hash__(self):\n  return hash((self.url,))\n return __hash__',
     'def __create_fn__():\n def __hash__(self):\n  return hash((self.value,self.start,self.end,))\n return __hash__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(action={self.action!r}, params={self.params!r}, reason={self.reason!r}, source={self.source!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(added={self.added!r}, archived={self.archived!r}, kept={self.kept!r}, problems={self.problems!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(at={self.at!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(base_id={self.base_id!r}, kind={self.kind!r}, definition={self.definition!r}, source={self.source!r}, next_run={self.next_run!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, fallback={self.fallback!r}, timeout={self.timeout!r}, max_tokens={self.max_tokens!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(calls={self.calls!r}, tokens={self.tokens!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(category={self.category!r}, message={self.message!r}, start={self.start!r}, end={self.end!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(chain={self.chain!r}, file={self.file!r}, file_sha256={self.file_sha256!r}, inputs={self.inputs!r}, now={self.now!r}, started_at={self.started_at!r}, tools={self.tools!r}, resumed={self.resumed!r}, emit={self.emit!r}, thread={self.thread!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(chain={self.chain!r}, source={self.source!r}, sink={self.sink!r}, registry={self.registry!r}, project={self.project!r}, _analysis={self._analysis!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(chains={self.chains!r}, named={self.named!r}, memo={self.memo!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(code={self.code!r}, body={self.body!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(command={self.command!r}, args={self.args!r}, env={self.env!r}, url={self.url!r}, timeout={self.timeout!r}, strict={self.strict!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(config={self.config!r}, root={self.root!r}, registry={self.registry!r}, context={self.context!r}, python_hooks={self.python_hooks!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(config={self.config!r}, unreadable={self.unreadable!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(content={self.content!r}, usage={self.usage!r}, finish_reason={self.finish_reason!r})"\n return __repr__',
@@ -271,6 +299,8 @@ TEXTS = (
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(deliveries={self.deliveries!r}, children={self.children!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(description={self.description!r}, text={self.text!r}, markdown={self.markdown!r}, tags={self.tags!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(diagnostics={self.diagnostics!r}, sources={self.sources!r}, files={self.files!r}, chains={self.chains!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(dir={self.dir!r}, keep={self.keep!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(env={self.env!r}, file={self.file!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(envelope={self.envelope!r}, record={self.record!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(error={self.error!r}, reads={self.reads!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(event={self.event!r}, calls={self.calls!r}, where={self.where!r}, line={self.line!r}, via={self.via!r})"\n return __repr__',
@@ -282,6 +312,7 @@ TEXTS = (
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(file={self.file!r}, kind={self.kind!r}, root={self.root!r}, name={self.name!r}, name_node={self.name_node!r}, description={self.description!r}, inputs={self.inputs!r}, steps={self.steps!r}, hooks={self.hooks!r}, outputs={self.outputs!r}, limits={self.limits!r}, allow={self.allow!r}, events={self.events!r}, triggers={self.triggers!r}, bindings={self.bindings!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(file={self.file!r}, name={self.name!r}, nodes={self.nodes!r}, outputs={self.outputs!r}, inputs={self.inputs!r}, max_steps={self.max_steps!r}, max_depth={self.max_depth!r}, timeout={self.timeout!r}, max_parallel={self.max_parallel!r}, allow={self.allow!r}, hooks={self.hooks!r}, hook_summaries={self.hook_summaries!r}, max_model_calls={self.max_model_calls!r}, max_tokens={self.max_tokens!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(finished={self.finished!r}, started={self.started!r}, decisions={self.decisions!r}, clock={self.clock!r}, clock_at={self.clock_at!r}, finished_at={self.finished_at!r}, hooks_fired={self.hooks_fired!r}, hooks_finished={self.hooks_finished!r}, hooks_ended={self.hooks_ended!r}, model_calls={self.model_calls!r}, model_calls_made={self.model_calls_made!r}, model_tokens_used={self.model_tokens_used!r}, waits_started={self.waits_started!r}, waits_finished={self.waits_finished!r}, rerun={self.rerun!r}, skip={self.skip!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(heavy={self.heavy!r}, fast={self.fast!r}, light={self.light!r}, memory={self.memory!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(hook={self.hook!r}, path={self.path!r}, event={self.event!r}, task={self.task!r}, restarted={self.restarted!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(hook={self.hook!r}, status={self.status!r}, error={self.error!r}, duration_ms={self.duration_ms!r}, step={self.step!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(hook={self.hook!r}, when={self.when!r}, event={self.event!r}, reason={self.reason!r}, message={self.message!r}, step={self.step!r})"\n return __repr__',
@@ -301,8 +332,10 @@ TEXTS = (
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(key={self.key!r}, item={self.item!r}, siblings={self.siblings!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(key={self.key!r}, node={self.node!r}, steps={self.steps!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(key={self.key!r}, phase={self.phase!r}, pattern={self.pattern!r}, trigger={self.trigger!r}, file={self.file!r}, line={self.line!r}, rank={self.rank!r}, condition={self.condition!r}, condition_text={self.condition_text!r}, set={self.set!r}, cancel={self.cancel!r}, action={self.action!r}, strip={self.strip!r}, mode={self.mode!r}, max={self.max!r}, max_depth={self.max_depth!r}, on_error={self.on_error!r}, bindings={self.bindings!r}, glob={self.glob!r}, captured={self.captured!r}, id={self.id!r}, priority={self.priority!r}, after={self.after!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(kind={self.kind!r}, address={self.address!r}, namespace={self.namespace!r}, task_queue={self.task_queue!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(kind={self.kind!r}, first={self.first!r}, every={self.every!r}, cron={self.cron!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(kind={self.kind!r}, name={self.name!r}, field={self.field!r}, path={self.path!r}, captured={self.captured!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(kind={self.kind!r}, optional={self.optional!r}, min_length={self.min_length!r}, max_length={self.max_length!r}, pattern={self.pattern!r}, ge={self.ge!r}, le={self.le!r}, choices={self.choices!r}, check={self.check!r}, of={self.of!r}, description={self.description!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(kind={self.kind!r}, prefix={self.prefix!r}, frames={self.frames!r}, flow_owner={self.flow_owner!r}, flow_present={self.flow_present!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(kind={self.kind!r}, status={self.status!r}, outputs={self.outputs!r}, error={self.error!r}, records={self.records!r}, fired={self.fired!r}, exit_code={self.exit_code!r}, output={self.output!r}, notes={self.notes!r}, transcript={self.transcript!r}, run_id={self.run_id!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(kind={self.kind!r}, target={self.target!r}, line={self.line!r}, name={self.name!r}, inputs={self.inputs!r}, data={self.data!r}, thread={self.thread!r}, id={self.id!r}, now={self.now!r}, expect={self.expect!r})"\n return __repr__',
@@ -361,6 +394,7 @@ TEXTS = (
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(phase={self.phase!r}, pattern={self.pattern!r}, node={self.node!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(prepared={self.prepared!r}, run_id={self.run_id!r}, header={self.header!r}, inputs={self.inputs!r}, pinned={self.pinned!r}, replay={self.replay!r}, decider={self.decider!r}, detach={self.detach!r}, answers={self.answers!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(project={self.project!r}, run_id={self.run_id!r}, header={self.header!r}, pinned={self.pinned!r}, replay={self.replay!r}, decider={self.decider!r}, top={self.top!r}, task={self.task!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(provider={self.provider!r}, base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout={self.timeout!r}, max_tokens={self.max_tokens!r}, context={self.context!r}, structured={self.structured!r}, rules={self.rules!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(question_id={self.question_id!r}, problems={self.problems!r}, typed={self.typed!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(record={self.record!r}, clock={self.clock!r}, decider={self.decider!r}, notify={self.notify!r}, commit={self.commit!r}, defer={self.defer!r}, executor={self.executor!r}, recorder={self.recorder!r}, record_thread={self.record_thread!r}, references={self.references!r}, run_written={self.run_written!r}, elapsed={self.elapsed!r}, interrupted={self.interrupted!r}, waiter={self.waiter!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(records={self.records!r}, cut_at={self.cut_at!r}, macs={self.macs!r})"\n return __repr__',
@@ -391,6 +425,7 @@ TEXTS = (
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(segments={self.segments!r}, start={self.start!r}, end={self.end!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(seq={self.seq!r}, mac={self.mac!r}, seal={self.seal!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(seq={self.seq!r}, thread_id={self.thread_id!r}, at={self.at!r}, run_id={self.run_id!r}, step={self.step!r}, event={self.event!r}, key={self.key!r}, result={self.result!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(servers={self.servers!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(service={self.service!r}, step={self.step!r}, event={self.event!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(site={self.site!r}, ref={self.ref!r}, kind={self.kind!r}, type={self.type!r}, problem={self.problem!r}, binding={self.binding!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(sites={self.sites!r}, refs={self.refs!r}, ref_types={self.ref_types!r})"\n return __repr__',
@@ -425,7 +460,11 @@ TEXTS = (
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(thread={self.thread!r}, score={self.score!r}, common={self.common!r}, empty={self.empty!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(threshold={self.threshold!r}, margin={self.margin!r}, prefer={self.prefer!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(tier={self.tier!r}, task={self.task!r}, messages_json={self.messages_json!r}, schema_json={self.schema_json!r}, schema_name={self.schema_name!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(token_env={self.token_env!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(token_env={self.token_env!r}, grace={self.grace!r}, max_failures={self.max_failures!r}, lease={self.lease!r}, hosts={self.hosts!r}, header_timeout={self.header_timeout!r}, body_timeout={self.body_timeout!r}, max_connections={self.max_connections!r}, events={self.events!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(tools={self.tools!r}, chains={self.chains!r}, decide={self.decide!r}, models={self.models!r}, store={self.store!r}, serve={self.serve!r}, mcp={self.mcp!r}, engine={self.engine!r}, runs={self.runs!r}, secrets={self.secrets!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(total={self.total!r}, connect={self.connect!r}, read={self.read!r})"\n return __repr__',
+    'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(url={self.url!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(value={self.value!r}, start={self.start!r}, end={self.end!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(value={self.value!r}, step={self.step!r})"\n return __repr__',
     'def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(value_json={self.value_json!r}, error={self.error!r})"\n return __repr__',
@@ -433,12 +472,14 @@ TEXTS = (
     'def __create_fn__(_type_added, _type_archived, _type_kept, _type_problems, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_added, _dflt_archived, _dflt_kept, _dflt_problems, _return_type):\n def __init__(self,added:_type_added=_HAS_DEFAULT_FACTORY,archived:_type_archived=_HAS_DEFAULT_FACTORY,kept:_type_kept=_HAS_DEFAULT_FACTORY,problems:_type_problems=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.added=_dflt_added() if added is _HAS_DEFAULT_FACTORY else added\n  self.archived=_dflt_archived() if archived is _HAS_DEFAULT_FACTORY else archived\n  self.kept=_dflt_kept() if kept is _HAS_DEFAULT_FACTORY else kept\n  self.problems=_dflt_problems() if problems is _HAS_DEFAULT_FACTORY else problems\n return __init__',
     "def __create_fn__(_type_at, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,at:_type_at)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'at',at)\n return __init__",
     "def __create_fn__(_type_base_id, _type_kind, _type_definition, _type_source, _type_next_run, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_next_run, _return_type):\n def __init__(self,base_id:_type_base_id,kind:_type_kind,definition:_type_definition,source:_type_source,next_run:_type_next_run=_dflt_next_run)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'base_id',base_id)\n  __dataclass_builtins_object__.__setattr__(self,'kind',kind)\n  __dataclass_builtins_object__.__setattr__(self,'definition',definition)\n  __dataclass_builtins_object__.__setattr__(self,'source',source)\n  __dataclass_builtins_object__.__setattr__(self,'next_run',next_run)\n return __init__",
+    "def __create_fn__(_type_base_url, _type_model, _type_api_key_env, _type_fallback, _type_timeout, _type_max_tokens, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_base_url, _dflt_model, _dflt_api_key_env, _dflt_fallback, _dflt_timeout, _dflt_max_tokens, _return_type):\n def __init__(self,base_url:_type_base_url=_dflt_base_url,model:_type_model=_dflt_model,api_key_env:_type_api_key_env=_dflt_api_key_env,fallback:_type_fallback=_dflt_fallback,timeout:_type_timeout=_dflt_timeout,max_tokens:_type_max_tokens=_dflt_max_tokens)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'base_url',base_url)\n  __dataclass_builtins_object__.__setattr__(self,'model',model)\n  __dataclass_builtins_object__.__setattr__(self,'api_key_env',api_key_env)\n  __dataclass_builtins_object__.__setattr__(self,'fallback',fallback)\n  __dataclass_builtins_object__.__setattr__(self,'timeout',timeout)\n  __dataclass_builtins_object__.__setattr__(self,'max_tokens',max_tokens)\n return __init__",
     'def __create_fn__(_type_calls, _type_tokens, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_calls, _dflt_tokens, _return_type):\n def __init__(self,calls:_type_calls=_dflt_calls,tokens:_type_tokens=_dflt_tokens)->_return_type:\n  self.calls=calls\n  self.tokens=tokens\n return __init__',
     "def __create_fn__(_type_category, _type_message, _type_start, _type_end, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,category:_type_category,message:_type_message,start:_type_start,end:_type_end)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'category',category)\n  __dataclass_builtins_object__.__setattr__(self,'message',message)\n  __dataclass_builtins_object__.__setattr__(self,'start',start)\n  __dataclass_builtins_object__.__setattr__(self,'end',end)\n return __init__",
     'def __create_fn__(_type_chain, _type_file, _type_file_sha256, _type_inputs, _type_now, _type_started_at, _type_tools, _type_resumed, _type_emit, _type_thread, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_emit, _dflt_thread, _return_type):\n def __init__(self,chain:_type_chain,file:_type_file,file_sha256:_type_file_sha256,inputs:_type_inputs,now:_type_now,started_at:_type_started_at,tools:_type_tools,resumed:_type_resumed,emit:_type_emit=_dflt_emit,thread:_type_thread=_dflt_thread)->_return_type:\n  self.chain=chain\n  self.file=file\n  self.file_sha256=file_sha256\n  self.inputs=inputs\n  self.now=now\n  self.started_at=started_at\n  self.tools=tools\n  self.resumed=resumed\n  self.emit=emit\n  self.thread=thread\n return __init__',
     'def __create_fn__(_type_chain, _type_source, _type_sink, _type_registry, _type_project, _type__analysis, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt__analysis, _return_type):\n def __init__(self,chain:_type_chain,source:_type_source,sink:_type_sink,registry:_type_registry,project:_type_project,_analysis:_type__analysis=_dflt__analysis)->_return_type:\n  self.chain=chain\n  self.source=source\n  self.sink=sink\n  self.registry=registry\n  self.project=project\n  self._analysis=_analysis\n return __init__',
     'def __create_fn__(_type_chains, _type_named, _type_memo, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_chains, _dflt_named, _dflt_memo, _return_type):\n def __init__(self,chains:_type_chains=_HAS_DEFAULT_FACTORY,named:_type_named=_HAS_DEFAULT_FACTORY,memo:_type_memo=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.chains=_dflt_chains() if chains is _HAS_DEFAULT_FACTORY else chains\n  self.named=_dflt_named() if named is _HAS_DEFAULT_FACTORY else named\n  self.memo=_dflt_memo() if memo is _HAS_DEFAULT_FACTORY else memo\n return __init__',
     'def __create_fn__(_type_code, _type_body, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,code:_type_code,body:_type_body)->_return_type:\n  self.code=code\n  self.body=body\n return __init__',
+    "def __create_fn__(_type_command, _type_args, _type_env, _type_url, _type_timeout, _type_strict, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_command, _dflt_args, _dflt_env, _dflt_url, _dflt_timeout, _dflt_strict, _return_type):\n def __init__(self,command:_type_command=_dflt_command,args:_type_args=_HAS_DEFAULT_FACTORY,env:_type_env=_HAS_DEFAULT_FACTORY,url:_type_url=_dflt_url,timeout:_type_timeout=_dflt_timeout,strict:_type_strict=_dflt_strict)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'command',command)\n  __dataclass_builtins_object__.__setattr__(self,'args',_dflt_args() if args is _HAS_DEFAULT_FACTORY else args)\n  __dataclass_builtins_object__.__setattr__(self,'env',_dflt_env() if env is _HAS_DEFAULT_FACTORY else env)\n  __dataclass_builtins_object__.__setattr__(self,'url',url)\n  __dataclass_builtins_object__.__setattr__(self,'timeout',timeout)\n  __dataclass_builtins_object__.__setattr__(self,'strict',strict)\n return __init__",
     'def __create_fn__(_type_config, _type_root, _type_registry, _type_context, _type_python_hooks, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,config:_type_config,root:_type_root,registry:_type_registry,context:_type_context,python_hooks:_type_python_hooks)->_return_type:\n  self.config=config\n  self.root=root\n  self.registry=registry\n  self.context=context\n  self.python_hooks=python_hooks\n return __init__',
     "def __create_fn__(_type_config, _type_unreadable, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_unreadable, _return_type):\n def __init__(self,config:_type_config,unreadable:_type_unreadable=_dflt_unreadable)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'config',config)\n  __dataclass_builtins_object__.__setattr__(self,'unreadable',unreadable)\n return __init__",
     "def __create_fn__(_type_content, _type_usage, _type_finish_reason, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_finish_reason, _return_type):\n def __init__(self,content:_type_content,usage:_type_usage,finish_reason:_type_finish_reason=_dflt_finish_reason)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'content',content)\n  __dataclass_builtins_object__.__setattr__(self,'usage',usage)\n  __dataclass_builtins_object__.__setattr__(self,'finish_reason',finish_reason)\n return __init__",
@@ -448,6 +489,8 @@ TEXTS = (
     'def __create_fn__(_type_deliveries, _type_children, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_deliveries, _dflt_children, _return_type):\n def __init__(self,deliveries:_type_deliveries=_HAS_DEFAULT_FACTORY,children:_type_children=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.deliveries=_dflt_deliveries() if deliveries is _HAS_DEFAULT_FACTORY else deliveries\n  self.children=_dflt_children() if children is _HAS_DEFAULT_FACTORY else children\n return __init__',
     "def __create_fn__(_type_description, _type_text, _type_markdown, _type_tags, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,description:_type_description,text:_type_text,markdown:_type_markdown,tags:_type_tags)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'description',description)\n  __dataclass_builtins_object__.__setattr__(self,'text',text)\n  __dataclass_builtins_object__.__setattr__(self,'markdown',markdown)\n  __dataclass_builtins_object__.__setattr__(self,'tags',tags)\n return __init__",
     'def __create_fn__(_type_diagnostics, _type_sources, _type_files, _type_chains, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_files, _dflt_chains, _return_type):\n def __init__(self,diagnostics:_type_diagnostics,sources:_type_sources,files:_type_files=_HAS_DEFAULT_FACTORY,chains:_type_chains=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.diagnostics=diagnostics\n  self.sources=sources\n  self.files=_dflt_files() if files is _HAS_DEFAULT_FACTORY else files\n  self.chains=_dflt_chains() if chains is _HAS_DEFAULT_FACTORY else chains\n return __init__',
+    "def __create_fn__(_type_dir, _type_keep, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_dir, _dflt_keep, _return_type):\n def __init__(self,dir:_type_dir=_dflt_dir,keep:_type_keep=_dflt_keep)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'dir',dir)\n  __dataclass_builtins_object__.__setattr__(self,'keep',keep)\n return __init__",
+    "def __create_fn__(_type_env, _type_file, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_env, _dflt_file, _return_type):\n def __init__(self,env:_type_env=_dflt_env,file:_type_file=_dflt_file)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'env',env)\n  __dataclass_builtins_object__.__setattr__(self,'file',file)\n return __init__",
     "def __create_fn__(_type_envelope, _type_record, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,envelope:_type_envelope,record:_type_record)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'envelope',envelope)\n  __dataclass_builtins_object__.__setattr__(self,'record',record)\n return __init__",
     'def __create_fn__(_type_error, _type_reads, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_error, _dflt_reads, _return_type):\n def __init__(self,error:_type_error=_dflt_error,reads:_type_reads=_dflt_reads)->_return_type:\n  self.error=error\n  self.reads=reads\n return __init__',
     "def __create_fn__(_type_event, _type_calls, _type_where, _type_line, _type_via, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_via, _return_type):\n def __init__(self,event:_type_event,calls:_type_calls,where:_type_where,line:_type_line,via:_type_via=_dflt_via)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'event',event)\n  __dataclass_builtins_object__.__setattr__(self,'calls',calls)\n  __dataclass_builtins_object__.__setattr__(self,'where',where)\n  __dataclass_builtins_object__.__setattr__(self,'line',line)\n  __dataclass_builtins_object__.__setattr__(self,'via',via)\n return __init__",
@@ -459,6 +502,7 @@ TEXTS = (
     'def __create_fn__(_type_file, _type_kind, _type_root, _type_name, _type_name_node, _type_description, _type_inputs, _type_steps, _type_hooks, _type_outputs, _type_limits, _type_allow, _type_events, _type_triggers, _type_bindings, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_name, _dflt_name_node, _dflt_description, _dflt_inputs, _dflt_steps, _dflt_hooks, _dflt_outputs, _dflt_limits, _dflt_allow, _dflt_events, _dflt_triggers, _dflt_bindings, _return_type):\n def __init__(self,file:_type_file,kind:_type_kind,root:_type_root,name:_type_name=_dflt_name,name_node:_type_name_node=_dflt_name_node,description:_type_description=_dflt_description,inputs:_type_inputs=_HAS_DEFAULT_FACTORY,steps:_type_steps=_HAS_DEFAULT_FACTORY,hooks:_type_hooks=_HAS_DEFAULT_FACTORY,outputs:_type_outputs=_HAS_DEFAULT_FACTORY,limits:_type_limits=_HAS_DEFAULT_FACTORY,allow:_type_allow=_dflt_allow,events:_type_events=_HAS_DEFAULT_FACTORY,triggers:_type_triggers=_HAS_DEFAULT_FACTORY,bindings:_type_bindings=_dflt_bindings)->_return_type:\n  self.file=file\n  self.kind=kind\n  self.root=root\n  self.name=name\n  self.name_node=name_node\n  self.description=description\n  self.inputs=_dflt_inputs() if inputs is _HAS_DEFAULT_FACTORY else inputs\n  self.steps=_dflt_steps() if steps is _HAS_DEFAULT_FACTORY else steps\n  self.hooks=_dflt_hooks() if hooks is _HAS_DEFAULT_FACTORY else hooks\n  self.outputs=_dflt_outputs() if outputs is _HAS_DEFAULT_FACTORY else outputs\n  self.limits=_dflt_limits() if limits is _HAS_DEFAULT_FACTORY else limits\n  self.allow=allow\n  self.events=_dflt_events() if events is _HAS_DEFAULT_FACTORY else events\n  self.triggers=_dflt_triggers() if triggers is _HAS_DEFAULT_FACTORY else triggers\n  self.bindings=bindings\n return __init__',
     "def __create_fn__(_type_file, _type_name, _type_nodes, _type_outputs, _type_inputs, _type_max_steps, _type_max_depth, _type_timeout, _type_max_parallel, _type_allow, _type_hooks, _type_hook_summaries, _type_bindings, _type_hook_set, _type_max_model_calls, _type_max_tokens, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_hook_summaries, _dflt_bindings, _dflt_hook_set, _dflt_max_model_calls, _dflt_max_tokens, _return_type):\n def __init__(self,file:_type_file,name:_type_name,nodes:_type_nodes,outputs:_type_outputs,inputs:_type_inputs,max_steps:_type_max_steps,max_depth:_type_max_depth,timeout:_type_timeout,max_parallel:_type_max_parallel,allow:_type_allow,hooks:_type_hooks,hook_summaries:_type_hook_summaries=_dflt_hook_summaries,bindings:_type_bindings=_HAS_DEFAULT_FACTORY,hook_set:_type_hook_set=_dflt_hook_set,max_model_calls:_type_max_model_calls=_dflt_max_model_calls,max_tokens:_type_max_tokens=_dflt_max_tokens)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'file',file)\n  __dataclass_builtins_object__.__setattr__(self,'name',name)\n  __dataclass_builtins_object__.__setattr__(self,'nodes',nodes)\n  __dataclass_builtins_object__.__setattr__(self,'outputs',outputs)\n  __dataclass_builtins_object__.__setattr__(self,'inputs',inputs)\n  __dataclass_builtins_object__.__setattr__(self,'max_steps',max_steps)\n  __dataclass_builtins_object__.__setattr__(self,'max_depth',max_depth)\n  __dataclass_builtins_object__.__setattr__(self,'timeout',timeout)\n  __dataclass_builtins_object__.__setattr__(self,'max_parallel',max_parallel)\n  __dataclass_builtins_object__.__setattr__(self,'allow',allow)\n  __dataclass_builtins_object__.__setattr__(self,'hooks',hooks)\n  __dataclass_builtins_object__.__setattr__(self,'hook_summaries',hook_summaries)\n  __dataclass_builtins_object__.__setattr__(self,'bindings',_dflt_bindings() if bindings is _HAS_DEFAULT_FACTORY else bindings)\n  __dataclass_builtins_object__.__setattr__(self,'hook_set',hook_set)\n  __dataclass_builtins_object__.__setattr__(self,'max_model_calls',max_model_calls)\n  __dataclass_builtins_object__.__setattr__(self,'max_tokens',max_tokens)\n return __init__",
     'def __create_fn__(_type_finished, _type_started, _type_decisions, _type_clock, _type_clock_at, _type_finished_at, _type_hooks_fired, _type_hooks_finished, _type_hooks_ended, _type_model_calls, _type_model_calls_made, _type_model_tokens_used, _type_waits_started, _type_waits_finished, _type_rerun, _type_skip, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_finished, _dflt_started, _dflt_decisions, _dflt_clock, _dflt_clock_at, _dflt_finished_at, _dflt_hooks_fired, _dflt_hooks_finished, _dflt_hooks_ended, _dflt_model_calls, _dflt_model_calls_made, _dflt_model_tokens_used, _dflt_waits_started, _dflt_waits_finished, _dflt_rerun, _dflt_skip, _return_type):\n def __init__(self,finished:_type_finished=_HAS_DEFAULT_FACTORY,started:_type_started=_HAS_DEFAULT_FACTORY,decisions:_type_decisions=_HAS_DEFAULT_FACTORY,clock:_type_clock=_HAS_DEFAULT_FACTORY,clock_at:_type_clock_at=_HAS_DEFAULT_FACTORY,finished_at:_type_finished_at=_HAS_DEFAULT_FACTORY,hooks_fired:_type_hooks_fired=_HAS_DEFAULT_FACTORY,hooks_finished:_type_hooks_finished=_HAS_DEFAULT_FACTORY,hooks_ended:_type_hooks_ended=_HAS_DEFAULT_FACTORY,model_calls:_type_model_calls=_HAS_DEFAULT_FACTORY,model_calls_made:_type_model_calls_made=_dflt_model_calls_made,model_tokens_used:_type_model_tokens_used=_dflt_model_tokens_used,waits_started:_type_waits_started=_HAS_DEFAULT_FACTORY,waits_finished:_type_waits_finished=_HAS_DEFAULT_FACTORY,rerun:_type_rerun=_dflt_rerun,skip:_type_skip=_dflt_skip)->_return_type:\n  self.finished=_dflt_finished() if finished is _HAS_DEFAULT_FACTORY else finished\n  self.started=_dflt_started() if started is _HAS_DEFAULT_FACTORY else started\n  self.decisions=_dflt_decisions() if decisions is _HAS_DEFAULT_FACTORY else decisions\n  self.clock=_dflt_clock() if clock is _HAS_DEFAULT_FACTORY else clock\n  self.clock_at=_dflt_clock_at() if clock_at is _HAS_DEFAULT_FACTORY else clock_at\n  self.finished_at=_dflt_finished_at() if finished_at is _HAS_DEFAULT_FACTORY else finished_at\n  self.hooks_fired=_dflt_hooks_fired() if hooks_fired is _HAS_DEFAULT_FACTORY else hooks_fired\n  self.hooks_finished=_dflt_hooks_finished() if hooks_finished is _HAS_DEFAULT_FACTORY else hooks_finished\n  self.hooks_ended=_dflt_hooks_ended() if hooks_ended is _HAS_DEFAULT_FACTORY else hooks_ended\n  self.model_calls=_dflt_model_calls() if model_calls is _HAS_DEFAULT_FACTORY else model_calls\n  self.model_calls_made=model_calls_made\n  self.model_tokens_used=model_tokens_used\n  self.waits_started=_dflt_waits_started() if waits_started is _HAS_DEFAULT_FACTORY else waits_started\n  self.waits_finished=_dflt_waits_finished() if waits_finished is _HAS_DEFAULT_FACTORY else waits_finished\n  self.rerun=rerun\n  self.skip=skip\n return __init__',
+    "def __create_fn__(_type_heavy, _type_fast, _type_light, _type_memory, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_heavy, _dflt_fast, _dflt_light, _dflt_memory, _return_type):\n def __init__(self,heavy:_type_heavy=_dflt_heavy,fast:_type_fast=_dflt_fast,light:_type_light=_dflt_light,memory:_type_memory=_dflt_memory)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'heavy',heavy)\n  __dataclass_builtins_object__.__setattr__(self,'fast',fast)\n  __dataclass_builtins_object__.__setattr__(self,'light',light)\n  __dataclass_builtins_object__.__setattr__(self,'memory',memory)\n return __init__",
     'def __create_fn__(_type_hook, _type_path, _type_event, _type_task, _type_restarted, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_task, _dflt_restarted, _return_type):\n def __init__(self,hook:_type_hook,path:_type_path,event:_type_event,task:_type_task=_dflt_task,restarted:_type_restarted=_dflt_restarted)->_return_type:\n  self.hook=hook\n  self.path=path\n  self.event=event\n  self.task=task\n  self.restarted=restarted\n return __init__',
     'def __create_fn__(_type_hook, _type_status, _type_error, _type_duration_ms, _type_step, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_step, _return_type):\n def __init__(self,hook:_type_hook,status:_type_status,error:_type_error,duration_ms:_type_duration_ms,step:_type_step=_dflt_step)->_return_type:\n  self.hook=hook\n  self.status=status\n  self.error=error\n  self.duration_ms=duration_ms\n  self.step=step\n return __init__',
     'def __create_fn__(_type_hook, _type_when, _type_event, _type_reason, _type_message, _type_step, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_step, _return_type):\n def __init__(self,hook:_type_hook,when:_type_when,event:_type_event,reason:_type_reason,message:_type_message,step:_type_step=_dflt_step)->_return_type:\n  self.hook=hook\n  self.when=when\n  self.event=event\n  self.reason=reason\n  self.message=message\n  self.step=step\n return __init__',
@@ -478,8 +522,10 @@ TEXTS = (
     'def __create_fn__(_type_key, _type_item, _type_siblings, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_siblings, _return_type):\n def __init__(self,key:_type_key,item:_type_item,siblings:_type_siblings=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.key=key\n  self.item=item\n  self.siblings=_dflt_siblings() if siblings is _HAS_DEFAULT_FACTORY else siblings\n return __init__',
     'def __create_fn__(_type_key, _type_node, _type_steps, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_steps, _return_type):\n def __init__(self,key:_type_key,node:_type_node,steps:_type_steps=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.key=key\n  self.node=node\n  self.steps=_dflt_steps() if steps is _HAS_DEFAULT_FACTORY else steps\n return __init__',
     "def __create_fn__(_type_key, _type_phase, _type_pattern, _type_trigger, _type_file, _type_line, _type_rank, _type_condition, _type_condition_text, _type_set, _type_cancel, _type_action, _type_strip, _type_mode, _type_max, _type_max_depth, _type_on_error, _type_bindings, _type_glob, _type_captured, _type_id, _type_priority, _type_after, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_glob, _dflt_captured, _dflt_id, _dflt_priority, _dflt_after, _return_type):\n def __init__(self,key:_type_key,phase:_type_phase,pattern:_type_pattern,trigger:_type_trigger,file:_type_file,line:_type_line,rank:_type_rank,condition:_type_condition,condition_text:_type_condition_text,set:_type_set,cancel:_type_cancel,action:_type_action,strip:_type_strip,mode:_type_mode,max:_type_max,max_depth:_type_max_depth,on_error:_type_on_error,bindings:_type_bindings,glob:_type_glob=_dflt_glob,captured:_type_captured=_dflt_captured,id:_type_id=_dflt_id,priority:_type_priority=_dflt_priority,after:_type_after=_dflt_after)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'key',key)\n  __dataclass_builtins_object__.__setattr__(self,'phase',phase)\n  __dataclass_builtins_object__.__setattr__(self,'pattern',pattern)\n  __dataclass_builtins_object__.__setattr__(self,'trigger',trigger)\n  __dataclass_builtins_object__.__setattr__(self,'file',file)\n  __dataclass_builtins_object__.__setattr__(self,'line',line)\n  __dataclass_builtins_object__.__setattr__(self,'rank',rank)\n  __dataclass_builtins_object__.__setattr__(self,'condition',condition)\n  __dataclass_builtins_object__.__setattr__(self,'condition_text',condition_text)\n  __dataclass_builtins_object__.__setattr__(self,'set',set)\n  __dataclass_builtins_object__.__setattr__(self,'cancel',cancel)\n  __dataclass_builtins_object__.__setattr__(self,'action',action)\n  __dataclass_builtins_object__.__setattr__(self,'strip',strip)\n  __dataclass_builtins_object__.__setattr__(self,'mode',mode)\n  __dataclass_builtins_object__.__setattr__(self,'max',max)\n  __dataclass_builtins_object__.__setattr__(self,'max_depth',max_depth)\n  __dataclass_builtins_object__.__setattr__(self,'on_error',on_error)\n  __dataclass_builtins_object__.__setattr__(self,'bindings',bindings)\n  __dataclass_builtins_object__.__setattr__(self,'glob',glob)\n  __dataclass_builtins_object__.__setattr__(self,'captured',captured)\n  __dataclass_builtins_object__.__setattr__(self,'id',id)\n  __dataclass_builtins_object__.__setattr__(self,'priority',priority)\n  __dataclass_builtins_object__.__setattr__(self,'after',after)\n return __init__",
+    "def __create_fn__(_type_kind, _type_address, _type_namespace, _type_task_queue, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_kind, _dflt_address, _dflt_namespace, _dflt_task_queue, _return_type):\n def __init__(self,kind:_type_kind=_dflt_kind,address:_type_address=_dflt_address,namespace:_type_namespace=_dflt_namespace,task_queue:_type_task_queue=_dflt_task_queue)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'kind',kind)\n  __dataclass_builtins_object__.__setattr__(self,'address',address)\n  __dataclass_builtins_object__.__setattr__(self,'namespace',namespace)\n  __dataclass_builtins_object__.__setattr__(self,'task_queue',task_queue)\n return __init__",
     "def __create_fn__(_type_kind, _type_first, _type_every, _type_cron, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_every, _dflt_cron, _return_type):\n def __init__(self,kind:_type_kind,first:_type_first,every:_type_every=_dflt_every,cron:_type_cron=_dflt_cron)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'kind',kind)\n  __dataclass_builtins_object__.__setattr__(self,'first',first)\n  __dataclass_builtins_object__.__setattr__(self,'every',every)\n  __dataclass_builtins_object__.__setattr__(self,'cron',cron)\n return __init__",
     "def __create_fn__(_type_kind, _type_name, _type_field, _type_path, _type_captured, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_name, _dflt_field, _dflt_path, _dflt_captured, _return_type):\n def __init__(self,kind:_type_kind,name:_type_name=_dflt_name,field:_type_field=_dflt_field,path:_type_path=_dflt_path,captured:_type_captured=_dflt_captured)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'kind',kind)\n  __dataclass_builtins_object__.__setattr__(self,'name',name)\n  __dataclass_builtins_object__.__setattr__(self,'field',field)\n  __dataclass_builtins_object__.__setattr__(self,'path',path)\n  __dataclass_builtins_object__.__setattr__(self,'captured',captured)\n return __init__",
+    "def __create_fn__(_type_kind, _type_optional, _type_min_length, _type_max_length, _type_pattern, _type_ge, _type_le, _type_choices, _type_check, _type_of, _type_description, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_optional, _dflt_min_length, _dflt_max_length, _dflt_pattern, _dflt_ge, _dflt_le, _dflt_choices, _dflt_check, _dflt_of, _dflt_description, _return_type):\n def __init__(self,kind:_type_kind,optional:_type_optional=_dflt_optional,min_length:_type_min_length=_dflt_min_length,max_length:_type_max_length=_dflt_max_length,pattern:_type_pattern=_dflt_pattern,ge:_type_ge=_dflt_ge,le:_type_le=_dflt_le,choices:_type_choices=_dflt_choices,check:_type_check=_dflt_check,of:_type_of=_dflt_of,description:_type_description=_dflt_description)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'kind',kind)\n  __dataclass_builtins_object__.__setattr__(self,'optional',optional)\n  __dataclass_builtins_object__.__setattr__(self,'min_length',min_length)\n  __dataclass_builtins_object__.__setattr__(self,'max_length',max_length)\n  __dataclass_builtins_object__.__setattr__(self,'pattern',pattern)\n  __dataclass_builtins_object__.__setattr__(self,'ge',ge)\n  __dataclass_builtins_object__.__setattr__(self,'le',le)\n  __dataclass_builtins_object__.__setattr__(self,'choices',choices)\n  __dataclass_builtins_object__.__setattr__(self,'check',check)\n  __dataclass_builtins_object__.__setattr__(self,'of',of)\n  __dataclass_builtins_object__.__setattr__(self,'description',description)\n return __init__",
     'def __create_fn__(_type_kind, _type_prefix, _type_frames, _type_flow_owner, _type_flow_present, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_flow_owner, _dflt_flow_present, _return_type):\n def __init__(self,kind:_type_kind,prefix:_type_prefix,frames:_type_frames,flow_owner:_type_flow_owner=_dflt_flow_owner,flow_present:_type_flow_present=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.kind=kind\n  self.prefix=prefix\n  self.frames=frames\n  self.flow_owner=flow_owner\n  self.flow_present=_dflt_flow_present() if flow_present is _HAS_DEFAULT_FACTORY else flow_present\n return __init__',
     'def __create_fn__(_type_kind, _type_status, _type_outputs, _type_error, _type_records, _type_fired, _type_exit_code, _type_output, _type_notes, _type_transcript, _type_run_id, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_outputs, _dflt_error, _dflt_records, _dflt_fired, _dflt_exit_code, _dflt_output, _dflt_notes, _dflt_transcript, _dflt_run_id, _return_type):\n def __init__(self,kind:_type_kind,status:_type_status,outputs:_type_outputs=_HAS_DEFAULT_FACTORY,error:_type_error=_dflt_error,records:_type_records=_HAS_DEFAULT_FACTORY,fired:_type_fired=_HAS_DEFAULT_FACTORY,exit_code:_type_exit_code=_dflt_exit_code,output:_type_output=_dflt_output,notes:_type_notes=_HAS_DEFAULT_FACTORY,transcript:_type_transcript=_dflt_transcript,run_id:_type_run_id=_dflt_run_id)->_return_type:\n  self.kind=kind\n  self.status=status\n  self.outputs=_dflt_outputs() if outputs is _HAS_DEFAULT_FACTORY else outputs\n  self.error=error\n  self.records=_dflt_records() if records is _HAS_DEFAULT_FACTORY else records\n  self.fired=_dflt_fired() if fired is _HAS_DEFAULT_FACTORY else fired\n  self.exit_code=exit_code\n  self.output=output\n  self.notes=_dflt_notes() if notes is _HAS_DEFAULT_FACTORY else notes\n  self.transcript=transcript\n  self.run_id=run_id\n return __init__',
     'def __create_fn__(_type_kind, _type_target, _type_line, _type_name, _type_inputs, _type_data, _type_thread, _type_id, _type_now, _type_expect, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_name, _dflt_inputs, _dflt_data, _dflt_thread, _dflt_id, _dflt_now, _dflt_expect, _return_type):\n def __init__(self,kind:_type_kind,target:_type_target,line:_type_line,name:_type_name=_dflt_name,inputs:_type_inputs=_HAS_DEFAULT_FACTORY,data:_type_data=_dflt_data,thread:_type_thread=_dflt_thread,id:_type_id=_dflt_id,now:_type_now=_dflt_now,expect:_type_expect=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.kind=kind\n  self.target=target\n  self.line=line\n  self.name=name\n  self.inputs=_dflt_inputs() if inputs is _HAS_DEFAULT_FACTORY else inputs\n  self.data=data\n  self.thread=thread\n  self.id=id\n  self.now=now\n  self.expect=_dflt_expect() if expect is _HAS_DEFAULT_FACTORY else expect\n return __init__',
@@ -538,6 +584,7 @@ TEXTS = (
     'def __create_fn__(_type_phase, _type_pattern, _type_node, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,phase:_type_phase,pattern:_type_pattern,node:_type_node)->_return_type:\n  self.phase=phase\n  self.pattern=pattern\n  self.node=node\n return __init__',
     'def __create_fn__(_type_prepared, _type_run_id, _type_header, _type_inputs, _type_pinned, _type_replay, _type_decider, _type_detach, _type_answers, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_pinned, _dflt_replay, _dflt_decider, _dflt_detach, _dflt_answers, _return_type):\n def __init__(self,prepared:_type_prepared,run_id:_type_run_id,header:_type_header,inputs:_type_inputs,pinned:_type_pinned=_dflt_pinned,replay:_type_replay=_dflt_replay,decider:_type_decider=_dflt_decider,detach:_type_detach=_dflt_detach,answers:_type_answers=_dflt_answers)->_return_type:\n  self.prepared=prepared\n  self.run_id=run_id\n  self.header=header\n  self.inputs=inputs\n  self.pinned=pinned\n  self.replay=replay\n  self.decider=decider\n  self.detach=detach\n  self.answers=answers\n return __init__',
     'def __create_fn__(_type_project, _type_run_id, _type_header, _type_pinned, _type_replay, _type_decider, _type_top, _type_task, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_pinned, _dflt_replay, _dflt_decider, _dflt_top, _dflt_task, _return_type):\n def __init__(self,project:_type_project,run_id:_type_run_id,header:_type_header,pinned:_type_pinned=_dflt_pinned,replay:_type_replay=_dflt_replay,decider:_type_decider=_dflt_decider,top:_type_top=_dflt_top,task:_type_task=_dflt_task)->_return_type:\n  self.project=project\n  self.run_id=run_id\n  self.header=header\n  self.pinned=pinned\n  self.replay=replay\n  self.decider=decider\n  self.top=top\n  self.task=task\n return __init__',
+    "def __create_fn__(_type_provider, _type_base_url, _type_model, _type_api_key_env, _type_timeout, _type_max_tokens, _type_context, _type_structured, _type_rules, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_provider, _dflt_base_url, _dflt_model, _dflt_api_key_env, _dflt_timeout, _dflt_max_tokens, _dflt_context, _dflt_structured, _dflt_rules, _return_type):\n def __init__(self,provider:_type_provider=_dflt_provider,base_url:_type_base_url=_dflt_base_url,model:_type_model=_dflt_model,api_key_env:_type_api_key_env=_dflt_api_key_env,timeout:_type_timeout=_dflt_timeout,max_tokens:_type_max_tokens=_dflt_max_tokens,context:_type_context=_dflt_context,structured:_type_structured=_dflt_structured,rules:_type_rules=_dflt_rules)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'provider',provider)\n  __dataclass_builtins_object__.__setattr__(self,'base_url',base_url)\n  __dataclass_builtins_object__.__setattr__(self,'model',model)\n  __dataclass_builtins_object__.__setattr__(self,'api_key_env',api_key_env)\n  __dataclass_builtins_object__.__setattr__(self,'timeout',timeout)\n  __dataclass_builtins_object__.__setattr__(self,'max_tokens',max_tokens)\n  __dataclass_builtins_object__.__setattr__(self,'context',context)\n  __dataclass_builtins_object__.__setattr__(self,'structured',structured)\n  __dataclass_builtins_object__.__setattr__(self,'rules',rules)\n return __init__",
     'def __create_fn__(_type_question_id, _type_problems, _type_typed, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_typed, _return_type):\n def __init__(self,question_id:_type_question_id,problems:_type_problems,typed:_type_typed=_dflt_typed)->_return_type:\n  self.question_id=question_id\n  self.problems=problems\n  self.typed=typed\n return __init__',
     'def __create_fn__(_type_record, _type_clock, _type_decider, _type_notify, _type_commit, _type_defer, _type_executor, _type_recorder, _type_record_thread, _type_references, _type_run_written, _type_elapsed, _type_interrupted, _type_waiter, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_commit, _dflt_defer, _dflt_executor, _dflt_recorder, _dflt_record_thread, _dflt_references, _dflt_run_written, _dflt_elapsed, _dflt_interrupted, _dflt_waiter, _return_type):\n def __init__(self,record:_type_record,clock:_type_clock,decider:_type_decider,notify:_type_notify,commit:_type_commit=_dflt_commit,defer:_type_defer=_dflt_defer,executor:_type_executor=_dflt_executor,recorder:_type_recorder=_dflt_recorder,record_thread:_type_record_thread=_dflt_record_thread,references:_type_references=_dflt_references,run_written:_type_run_written=_dflt_run_written,elapsed:_type_elapsed=_dflt_elapsed,interrupted:_type_interrupted=_dflt_interrupted,waiter:_type_waiter=_dflt_waiter)->_return_type:\n  self.record=record\n  self.clock=clock\n  self.decider=decider\n  self.notify=notify\n  self.commit=commit\n  self.defer=defer\n  self.executor=executor\n  self.recorder=recorder\n  self.record_thread=record_thread\n  self.references=references\n  self.run_written=run_written\n  self.elapsed=elapsed\n  self.interrupted=interrupted\n  self.waiter=waiter\n return __init__',
     'def __create_fn__(_type_records, _type_cut_at, _type_macs, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_macs, _return_type):\n def __init__(self,records:_type_records,cut_at:_type_cut_at,macs:_type_macs=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.records=records\n  self.cut_at=cut_at\n  self.macs=_dflt_macs() if macs is _HAS_DEFAULT_FACTORY else macs\n return __init__',
@@ -568,6 +615,7 @@ TEXTS = (
     "def __create_fn__(_type_segments, _type_start, _type_end, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_start, _dflt_end, _return_type):\n def __init__(self,segments:_type_segments,start:_type_start=_dflt_start,end:_type_end=_dflt_end)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'segments',segments)\n  __dataclass_builtins_object__.__setattr__(self,'start',start)\n  __dataclass_builtins_object__.__setattr__(self,'end',end)\n return __init__",
     "def __create_fn__(_type_seq, _type_mac, _type_seal, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,seq:_type_seq,mac:_type_mac,seal:_type_seal)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'seq',seq)\n  __dataclass_builtins_object__.__setattr__(self,'mac',mac)\n  __dataclass_builtins_object__.__setattr__(self,'seal',seal)\n return __init__",
     "def __create_fn__(_type_seq, _type_thread_id, _type_at, _type_run_id, _type_step, _type_event, _type_key, _type_result, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,seq:_type_seq,thread_id:_type_thread_id,at:_type_at,run_id:_type_run_id,step:_type_step,event:_type_event,key:_type_key,result:_type_result)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'seq',seq)\n  __dataclass_builtins_object__.__setattr__(self,'thread_id',thread_id)\n  __dataclass_builtins_object__.__setattr__(self,'at',at)\n  __dataclass_builtins_object__.__setattr__(self,'run_id',run_id)\n  __dataclass_builtins_object__.__setattr__(self,'step',step)\n  __dataclass_builtins_object__.__setattr__(self,'event',event)\n  __dataclass_builtins_object__.__setattr__(self,'key',key)\n  __dataclass_builtins_object__.__setattr__(self,'result',result)\n return __init__",
+    "def __create_fn__(_type_servers, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_servers, _return_type):\n def __init__(self,servers:_type_servers=_HAS_DEFAULT_FACTORY)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'servers',_dflt_servers() if servers is _HAS_DEFAULT_FACTORY else servers)\n return __init__",
     "def __create_fn__(_type_service, _type_step, _type_event, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,service:_type_service,step:_type_step,event:_type_event)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'service',service)\n  __dataclass_builtins_object__.__setattr__(self,'step',step)\n  __dataclass_builtins_object__.__setattr__(self,'event',event)\n return __init__",
     'def __create_fn__(_type_site, _type_ref, _type_kind, _type_type, _type_problem, _type_binding, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_problem, _dflt_binding, _return_type):\n def __init__(self,site:_type_site,ref:_type_ref,kind:_type_kind,type:_type_type,problem:_type_problem=_dflt_problem,binding:_type_binding=_dflt_binding)->_return_type:\n  self.site=site\n  self.ref=ref\n  self.kind=kind\n  self.type=type\n  self.problem=problem\n  self.binding=binding\n return __init__',
     'def __create_fn__(_type_sites, _type_refs, _type_ref_types, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_sites, _dflt_refs, _dflt_ref_types, _return_type):\n def __init__(self,sites:_type_sites=_HAS_DEFAULT_FACTORY,refs:_type_refs=_HAS_DEFAULT_FACTORY,ref_types:_type_ref_types=_HAS_DEFAULT_FACTORY)->_return_type:\n  self.sites=_dflt_sites() if sites is _HAS_DEFAULT_FACTORY else sites\n  self.refs=_dflt_refs() if refs is _HAS_DEFAULT_FACTORY else refs\n  self.ref_types=_dflt_ref_types() if ref_types is _HAS_DEFAULT_FACTORY else ref_types\n return __init__',
@@ -603,19 +651,27 @@ TEXTS = (
     "def __create_fn__(_type_thread, _type_score, _type_common, _type_empty, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_empty, _return_type):\n def __init__(self,thread:_type_thread,score:_type_score,common:_type_common,empty:_type_empty=_dflt_empty)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'thread',thread)\n  __dataclass_builtins_object__.__setattr__(self,'score',score)\n  __dataclass_builtins_object__.__setattr__(self,'common',common)\n  __dataclass_builtins_object__.__setattr__(self,'empty',empty)\n return __init__",
     "def __create_fn__(_type_threshold, _type_margin, _type_prefer, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_threshold, _dflt_margin, _dflt_prefer, _return_type):\n def __init__(self,threshold:_type_threshold=_dflt_threshold,margin:_type_margin=_dflt_margin,prefer:_type_prefer=_dflt_prefer)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'threshold',threshold)\n  __dataclass_builtins_object__.__setattr__(self,'margin',margin)\n  __dataclass_builtins_object__.__setattr__(self,'prefer',prefer)\n return __init__",
     'def __create_fn__(_type_tier, _type_task, _type_messages_json, _type_schema_json, _type_schema_name, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_schema_json, _dflt_schema_name, _return_type):\n def __init__(self,tier:_type_tier,task:_type_task,messages_json:_type_messages_json,schema_json:_type_schema_json=_dflt_schema_json,schema_name:_type_schema_name=_dflt_schema_name)->_return_type:\n  self.tier=tier\n  self.task=task\n  self.messages_json=messages_json\n  self.schema_json=schema_json\n  self.schema_name=schema_name\n return __init__',
+    "def __create_fn__(_type_token_env, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):\n def __init__(self,token_env:_type_token_env)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'token_env',token_env)\n return __init__",
+    "def __create_fn__(_type_token_env, _type_grace, _type_max_failures, _type_lease, _type_hosts, _type_header_timeout, _type_body_timeout, _type_max_connections, _type_events, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_token_env, _dflt_grace, _dflt_max_failures, _dflt_lease, _dflt_hosts, _dflt_header_timeout, _dflt_body_timeout, _dflt_max_connections, _dflt_events, _return_type):\n def __init__(self,token_env:_type_token_env=_dflt_token_env,grace:_type_grace=_dflt_grace,max_failures:_type_max_failures=_dflt_max_failures,lease:_type_lease=_dflt_lease,hosts:_type_hosts=_HAS_DEFAULT_FACTORY,header_timeout:_type_header_timeout=_dflt_header_timeout,body_timeout:_type_body_timeout=_dflt_body_timeout,max_connections:_type_max_connections=_dflt_max_connections,events:_type_events=_HAS_DEFAULT_FACTORY)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'token_env',token_env)\n  __dataclass_builtins_object__.__setattr__(self,'grace',grace)\n  __dataclass_builtins_object__.__setattr__(self,'max_failures',max_failures)\n  __dataclass_builtins_object__.__setattr__(self,'lease',lease)\n  __dataclass_builtins_object__.__setattr__(self,'hosts',_dflt_hosts() if hosts is _HAS_DEFAULT_FACTORY else hosts)\n  __dataclass_builtins_object__.__setattr__(self,'header_timeout',header_timeout)\n  __dataclass_builtins_object__.__setattr__(self,'body_timeout',body_timeout)\n  __dataclass_builtins_object__.__setattr__(self,'max_connections',max_connections)\n  __dataclass_builtins_object__.__setattr__(self,'events',_dflt_events() if events is _HAS_DEFAULT_FACTORY else events)\n return __init__",
+    "def __create_fn__(_type_tools, _type_chains, _type_decide, _type_models, _type_store, _type_serve, _type_mcp, _type_engine, _type_runs, _type_secrets, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_tools, _dflt_chains, _dflt_decide, _dflt_models, _dflt_store, _dflt_serve, _dflt_mcp, _dflt_engine, _dflt_runs, _dflt_secrets, _return_type):\n def __init__(self,tools:_type_tools=_HAS_DEFAULT_FACTORY,chains:_type_chains=_HAS_DEFAULT_FACTORY,decide:_type_decide=_dflt_decide,models:_type_models=_dflt_models,store:_type_store=_dflt_store,serve:_type_serve=_dflt_serve,mcp:_type_mcp=_dflt_mcp,engine:_type_engine=_dflt_engine,runs:_type_runs=_dflt_runs,secrets:_type_secrets=_HAS_DEFAULT_FACTORY)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'tools',_dflt_tools() if tools is _HAS_DEFAULT_FACTORY else tools)\n  __dataclass_builtins_object__.__setattr__(self,'chains',_dflt_chains() if chains is _HAS_DEFAULT_FACTORY else chains)\n  __dataclass_builtins_object__.__setattr__(self,'decide',decide)\n  __dataclass_builtins_object__.__setattr__(self,'models',models)\n  __dataclass_builtins_object__.__setattr__(self,'store',store)\n  __dataclass_builtins_object__.__setattr__(self,'serve',serve)\n  __dataclass_builtins_object__.__setattr__(self,'mcp',mcp)\n  __dataclass_builtins_object__.__setattr__(self,'engine',engine)\n  __dataclass_builtins_object__.__setattr__(self,'runs',runs)\n  __dataclass_builtins_object__.__setattr__(self,'secrets',_dflt_secrets() if secrets is _HAS_DEFAULT_FACTORY else secrets)\n return __init__",
     "def __create_fn__(_type_total, _type_connect, _type_read, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_total, _dflt_connect, _dflt_read, _return_type):\n def __init__(self,total:_type_total=_dflt_total,connect:_type_connect=_dflt_connect,read:_type_read=_dflt_read)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'total',total)\n  __dataclass_builtins_object__.__setattr__(self,'connect',connect)\n  __dataclass_builtins_object__.__setattr__(self,'read',read)\n  self.__post_init__()\n return __init__",
+    "def __create_fn__(_type_url, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_url, _return_type):\n def __init__(self,url:_type_url=_dflt_url)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'url',url)\n return __init__",
     "def __create_fn__(_type_value, _type_start, _type_end, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_start, _dflt_end, _return_type):\n def __init__(self,value:_type_value,start:_type_start=_dflt_start,end:_type_end=_dflt_end)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'value',value)\n  __dataclass_builtins_object__.__setattr__(self,'start',start)\n  __dataclass_builtins_object__.__setattr__(self,'end',end)\n return __init__",
     'def __create_fn__(_type_value, _type_step, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_step, _return_type):\n def __init__(self,value:_type_value,step:_type_step=_dflt_step)->_return_type:\n  self.value=value\n  self.step=step\n return __init__',
     'def __create_fn__(_type_value_json, _type_error, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_value_json, _dflt_error, _return_type):\n def __init__(self,value_json:_type_value_json=_dflt_value_json,error:_type_error=_dflt_error)->_return_type:\n  self.value_json=value_json\n  self.error=error\n return __init__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'action\',\'params\',\'reason\',\'source\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'at\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'base_id\',\'kind\',\'definition\',\'source\',\'next_run\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'base_url\',\'model\',\'api_key_env\',\'fallback\',\'timeout\',\'max_tokens\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'category\',\'message\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'command\',\'args\',\'env\',\'url\',\'timeout\',\'strict\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'config\',\'unreadable\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'content\',\'usage\',\'finish_reason\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'data\',\'templates\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'definition\',\'source\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'description\',\'text\',\'markdown\',\'tags\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'dir\',\'keep\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'env\',\'file\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'envelope\',\'record\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'event\',\'calls\',\'where\',\'line\',\'via\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'event\',\'description\',\'params_schema\',\'params\',\'errors\',\'condition\',\'context\',\'models\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
@@ -623,6 +679,7 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'expr\',\'offset\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'expr\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'file\',\'name\',\'nodes\',\'outputs\',\'inputs\',\'max_steps\',\'max_depth\',\'timeout\',\'max_parallel\',\'allow\',\'hooks\',\'hook_summaries\',\'bindings\',\'hook_set\',\'max_model_calls\',\'max_tokens\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'heavy\',\'fast\',\'light\',\'memory\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'hosts\',\'header_timeout\',\'body_timeout\',\'max_connections\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'id\',\'kind\',\'definition\',\'status\',\'created_at\',\'updated_at\',\'next_run\',\'last_run\',\'failures\',\'origin\',\'lease_owner\',\'lease_until\',\'version\',\'problem\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'id\',\'kind\',\'name\',\'content\',\'keywords\',\'sources\',\'updated_at\',\'score\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
@@ -634,8 +691,10 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'item\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'items\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'key\',\'phase\',\'pattern\',\'trigger\',\'file\',\'line\',\'rank\',\'condition\',\'condition_text\',\'set\',\'cancel\',\'action\',\'strip\',\'mode\',\'max\',\'max_depth\',\'on_error\',\'bindings\',\'glob\',\'captured\',\'id\',\'priority\',\'after\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'kind\',\'address\',\'namespace\',\'task_queue\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'kind\',\'first\',\'every\',\'cron\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'kind\',\'name\',\'field\',\'path\',\'captured\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'kind\',\'optional\',\'min_length\',\'max_length\',\'pattern\',\'ge\',\'le\',\'choices\',\'check\',\'of\',\'description\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'label\',\'kind\',\'origin\',\'phase\',\'pattern\',\'condition\',\'does\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'labels\',\'value\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'line\',\'column\',\'end_line\',\'end_column\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
@@ -658,12 +717,14 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'path\',\'id\',\'line\',\'choices\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'path\',\'kind\',\'line\',\'event\',\'id\',\'condition_text\',\'condition\',\'foreach_text\',\'foreach\',\'as_\',\'max_parallel\',\'timeout\',\'on_error\',\'retry\',\'decide\',\'decide_expr\',\'expose\',\'params\',\'captures\',\'children\',\'repeat\',\'flow\',\'wait\',\'else_\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'path\',\'tools\',\'chains\',\'decide\',\'models\',\'store\',\'serve\',\'mcp\',\'engine\',\'secrets\',\'runs\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'provider\',\'base_url\',\'model\',\'api_key_env\',\'timeout\',\'max_tokens\',\'context\',\'structured\',\'rules\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'rule\',\'slug\',\'severity\',\'message\',\'file\',\'line\',\'column\',\'end_line\',\'end_column\',\'hint\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'run_id\',\'chain\',\'step\',\'event\',\'attempt\',\'idempotency_key\',\'clock\',\'state_dir\',\'progress\',\'notify\',\'project\',\'registry\',\'captured\',\'models\',\'decider\',\'allow\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'run_id\',\'seq\',\'ts\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'segments\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'seq\',\'mac\',\'seal\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'seq\',\'thread_id\',\'at\',\'run_id\',\'step\',\'event\',\'key\',\'result\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'servers\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'service\',\'step\',\'event\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'states\',\'rules\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'status\',\'reason\',\'error\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
@@ -674,17 +735,25 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'text\',\'usage\',\'finish_reason\',\'schema_notes\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'thread\',\'score\',\'common\',\'empty\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'threshold\',\'margin\',\'prefer\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'token_env\',\'grace\',\'max_failures\',\'lease\',\'hosts\',\'header_timeout\',\'body_timeout\',\'max_connections\',\'events\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'token_env\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'tools\',\'chains\',\'decide\',\'models\',\'store\',\'serve\',\'mcp\',\'engine\',\'runs\',\'secrets\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'total\',\'connect\',\'read\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'url\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'value\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'action\',\'params\',\'reason\',\'source\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'at\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'base_id\',\'kind\',\'definition\',\'source\',\'next_run\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'base_url\',\'model\',\'api_key_env\',\'fallback\',\'timeout\',\'max_tokens\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'category\',\'message\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'command\',\'args\',\'env\',\'url\',\'timeout\',\'strict\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'config\',\'unreadable\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'content\',\'usage\',\'finish_reason\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'data\',\'templates\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'definition\',\'source\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'description\',\'text\',\'markdown\',\'tags\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'dir\',\'keep\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'env\',\'file\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'envelope\',\'record\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'event\',\'calls\',\'where\',\'line\',\'via\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'event\',\'description\',\'params_schema\',\'params\',\'errors\',\'condition\',\'context\',\'models\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
@@ -692,6 +761,7 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'expr\',\'offset\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'expr\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'file\',\'name\',\'nodes\',\'outputs\',\'inputs\',\'max_steps\',\'max_depth\',\'timeout\',\'max_parallel\',\'allow\',\'hooks\',\'hook_summaries\',\'bindings\',\'hook_set\',\'max_model_calls\',\'max_tokens\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'heavy\',\'fast\',\'light\',\'memory\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'hosts\',\'header_timeout\',\'body_timeout\',\'max_connections\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'id\',\'kind\',\'definition\',\'status\',\'created_at\',\'updated_at\',\'next_run\',\'last_run\',\'failures\',\'origin\',\'lease_owner\',\'lease_until\',\'version\',\'problem\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'id\',\'kind\',\'name\',\'content\',\'keywords\',\'sources\',\'updated_at\',\'score\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
@@ -703,8 +773,10 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'item\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'items\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'key\',\'phase\',\'pattern\',\'trigger\',\'file\',\'line\',\'rank\',\'condition\',\'condition_text\',\'set\',\'cancel\',\'action\',\'strip\',\'mode\',\'max\',\'max_depth\',\'on_error\',\'bindings\',\'glob\',\'captured\',\'id\',\'priority\',\'after\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'kind\',\'address\',\'namespace\',\'task_queue\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'kind\',\'first\',\'every\',\'cron\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'kind\',\'name\',\'field\',\'path\',\'captured\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'kind\',\'optional\',\'min_length\',\'max_length\',\'pattern\',\'ge\',\'le\',\'choices\',\'check\',\'of\',\'description\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'label\',\'kind\',\'origin\',\'phase\',\'pattern\',\'condition\',\'does\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'labels\',\'value\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'line\',\'column\',\'end_line\',\'end_column\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
@@ -727,12 +799,14 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'path\',\'id\',\'line\',\'choices\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'path\',\'kind\',\'line\',\'event\',\'id\',\'condition_text\',\'condition\',\'foreach_text\',\'foreach\',\'as_\',\'max_parallel\',\'timeout\',\'on_error\',\'retry\',\'decide\',\'decide_expr\',\'expose\',\'params\',\'captures\',\'children\',\'repeat\',\'flow\',\'wait\',\'else_\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'path\',\'tools\',\'chains\',\'decide\',\'models\',\'store\',\'serve\',\'mcp\',\'engine\',\'secrets\',\'runs\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'provider\',\'base_url\',\'model\',\'api_key_env\',\'timeout\',\'max_tokens\',\'context\',\'structured\',\'rules\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'rule\',\'slug\',\'severity\',\'message\',\'file\',\'line\',\'column\',\'end_line\',\'end_column\',\'hint\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'run_id\',\'chain\',\'step\',\'event\',\'attempt\',\'idempotency_key\',\'clock\',\'state_dir\',\'progress\',\'notify\',\'project\',\'registry\',\'captured\',\'models\',\'decider\',\'allow\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'run_id\',\'seq\',\'ts\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'segments\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'seq\',\'mac\',\'seal\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'seq\',\'thread_id\',\'at\',\'run_id\',\'step\',\'event\',\'key\',\'result\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'servers\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'service\',\'step\',\'event\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'states\',\'rules\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'status\',\'reason\',\'error\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
@@ -743,7 +817,11 @@ TEXTS = (
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'text\',\'usage\',\'finish_reason\',\'schema_notes\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'thread\',\'score\',\'common\',\'empty\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'threshold\',\'margin\',\'prefer\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'token_env\',\'grace\',\'max_failures\',\'lease\',\'hosts\',\'header_timeout\',\'body_timeout\',\'max_connections\',\'events\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'token_env\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'tools\',\'chains\',\'decide\',\'models\',\'store\',\'serve\',\'mcp\',\'engine\',\'runs\',\'secrets\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'total\',\'connect\',\'read\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
+    'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'url\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
     'def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'value\',\'start\',\'end\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__',
 )
 
@@ -777,6 +855,14 @@ def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
    return (self.base_id,self.kind,self.definition,self.source,self.next_run,)==(other.base_id,other.kind,other.definition,other.source,other.next_run,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.base_url,self.model,self.api_key_env,self.fallback,self.timeout,self.max_tokens,)==(other.base_url,other.model,other.api_key_env,other.fallback,other.timeout,other.max_tokens,)
   return NotImplemented
  return __eq__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -825,6 +911,14 @@ def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
    return (self.code,self.body,)==(other.code,other.body,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.command,self.args,self.env,self.url,self.timeout,self.strict,)==(other.command,other.args,other.env,other.url,other.timeout,other.strict,)
   return NotImplemented
  return __eq__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -897,6 +991,22 @@ def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
    return (self.diagnostics,self.sources,self.files,self.chains,)==(other.diagnostics,other.sources,other.files,other.chains,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.dir,self.keep,)==(other.dir,other.keep,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.env,self.file,)==(other.env,other.file,)
   return NotImplemented
  return __eq__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -985,6 +1095,14 @@ def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
    return (self.finished,self.started,self.decisions,self.clock,self.clock_at,self.finished_at,self.hooks_fired,self.hooks_finished,self.hooks_ended,self.model_calls,self.model_calls_made,self.model_tokens_used,self.waits_started,self.waits_finished,self.rerun,self.skip,)==(other.finished,other.started,other.decisions,other.clock,other.clock_at,other.finished_at,other.hooks_fired,other.hooks_finished,other.hooks_ended,other.model_calls,other.model_calls_made,other.model_tokens_used,other.waits_started,other.waits_finished,other.rerun,other.skip,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.heavy,self.fast,self.light,self.memory,)==(other.heavy,other.fast,other.light,other.memory,)
   return NotImplemented
  return __eq__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -1136,6 +1254,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
+   return (self.kind,self.address,self.namespace,self.task_queue,)==(other.kind,other.address,other.namespace,other.task_queue,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
    return (self.kind,self.first,self.every,self.cron,)==(other.kind,other.first,other.every,other.cron,)
   return NotImplemented
  return __eq__
@@ -1145,6 +1271,14 @@ def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
    return (self.kind,self.name,self.field,self.path,self.captured,)==(other.kind,other.name,other.field,other.path,other.captured,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.kind,self.optional,self.min_length,self.max_length,self.pattern,self.ge,self.le,self.choices,self.check,self.of,self.description,)==(other.kind,other.optional,other.min_length,other.max_length,other.pattern,other.ge,other.le,other.choices,other.check,other.of,other.description,)
   return NotImplemented
  return __eq__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -1616,6 +1750,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
+   return (self.provider,self.base_url,self.model,self.api_key_env,self.timeout,self.max_tokens,self.context,self.structured,self.rules,)==(other.provider,other.base_url,other.model,other.api_key_env,other.timeout,other.max_tokens,other.context,other.structured,other.rules,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
    return (self.question_id,self.problems,self.typed,)==(other.question_id,other.problems,other.typed,)
   return NotImplemented
  return __eq__
@@ -1849,6 +1991,14 @@ def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
    return (self.seq,self.thread_id,self.at,self.run_id,self.step,self.event,self.key,self.result,)==(other.seq,other.thread_id,other.at,other.run_id,other.step,other.event,other.key,other.result,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.servers,)==(other.servers,)
   return NotImplemented
  return __eq__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -2128,7 +2278,39 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
+   return (self.token_env,)==(other.token_env,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.token_env,self.grace,self.max_failures,self.lease,self.hosts,self.header_timeout,self.body_timeout,self.max_connections,self.events,)==(other.token_env,other.grace,other.max_failures,other.lease,other.hosts,other.header_timeout,other.body_timeout,other.max_connections,other.events,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.tools,self.chains,self.decide,self.models,self.store,self.serve,self.mcp,self.engine,self.runs,self.secrets,)==(other.tools,other.chains,other.decide,other.models,other.store,other.serve,other.mcp,other.engine,other.runs,other.secrets,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
    return (self.total,self.connect,self.read,)==(other.total,other.connect,other.read,)
+  return NotImplemented
+ return __eq__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __eq__(self,other):
+  if other.__class__ is self.__class__:
+   return (self.url,)==(other.url,)
   return NotImplemented
  return __eq__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -2177,7 +2359,19 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__():
  def __hash__(self):
+  return hash((self.base_url,self.model,self.api_key_env,self.fallback,self.timeout,self.max_tokens,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
   return hash((self.category,self.message,self.start,self.end,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.command,self.args,self.env,self.url,self.timeout,self.strict,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2208,6 +2402,18 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __hash__(self):
   return hash((self.description,self.text,self.markdown,self.tags,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.dir,self.keep,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.env,self.file,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2250,6 +2456,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __hash__(self):
   return hash((self.file,self.name,self.nodes,self.outputs,self.inputs,self.max_steps,self.max_depth,self.timeout,self.max_parallel,self.allow,self.hooks,self.hook_summaries,self.bindings,self.hook_set,self.max_model_calls,self.max_tokens,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.heavy,self.fast,self.light,self.memory,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2321,6 +2533,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__():
  def __hash__(self):
+  return hash((self.kind,self.address,self.namespace,self.task_queue,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
   return hash((self.kind,self.first,self.every,self.cron,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -2328,6 +2546,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __hash__(self):
   return hash((self.kind,self.name,self.field,self.path,self.captured,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.kind,self.optional,self.min_length,self.max_length,self.pattern,self.ge,self.le,self.choices,self.check,self.of,self.description,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2459,6 +2683,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__():
  def __hash__(self):
+  return hash((self.provider,self.base_url,self.model,self.api_key_env,self.timeout,self.max_tokens,self.context,self.structured,self.rules,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
   return hash((self.rule,self.slug,self.severity,self.message,self.file,self.line,self.column,self.end_line,self.end_column,self.hint,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -2490,6 +2720,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __hash__(self):
   return hash((self.seq,self.thread_id,self.at,self.run_id,self.step,self.event,self.key,self.result,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.servers,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2555,7 +2791,31 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__():
  def __hash__(self):
+  return hash((self.token_env,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.token_env,self.grace,self.max_failures,self.lease,self.hosts,self.header_timeout,self.body_timeout,self.max_connections,self.events,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.tools,self.chains,self.decide,self.models,self.store,self.serve,self.mcp,self.engine,self.runs,self.secrets,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
   return hash((self.total,self.connect,self.read,))
+ return __hash__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __hash__(self):
+  return hash((self.url,))
  return __hash__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2586,6 +2846,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __repr__(self):
   return self.__class__.__qualname__ + f"(base_id={self.base_id!r}, kind={self.kind!r}, definition={self.definition!r}, source={self.source!r}, next_run={self.next_run!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, fallback={self.fallback!r}, timeout={self.timeout!r}, max_tokens={self.max_tokens!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2622,6 +2888,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __repr__(self):
   return self.__class__.__qualname__ + f"(code={self.code!r}, body={self.body!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(command={self.command!r}, args={self.args!r}, env={self.env!r}, url={self.url!r}, timeout={self.timeout!r}, strict={self.strict!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2676,6 +2948,18 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __repr__(self):
   return self.__class__.__qualname__ + f"(diagnostics={self.diagnostics!r}, sources={self.sources!r}, files={self.files!r}, chains={self.chains!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(dir={self.dir!r}, keep={self.keep!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(env={self.env!r}, file={self.file!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2742,6 +3026,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __repr__(self):
   return self.__class__.__qualname__ + f"(finished={self.finished!r}, started={self.started!r}, decisions={self.decisions!r}, clock={self.clock!r}, clock_at={self.clock_at!r}, finished_at={self.finished_at!r}, hooks_fired={self.hooks_fired!r}, hooks_finished={self.hooks_finished!r}, hooks_ended={self.hooks_ended!r}, model_calls={self.model_calls!r}, model_calls_made={self.model_calls_made!r}, model_tokens_used={self.model_tokens_used!r}, waits_started={self.waits_started!r}, waits_finished={self.waits_finished!r}, rerun={self.rerun!r}, skip={self.skip!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(heavy={self.heavy!r}, fast={self.fast!r}, light={self.light!r}, memory={self.memory!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -2861,6 +3151,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__():
  def __repr__(self):
+  return self.__class__.__qualname__ + f"(kind={self.kind!r}, address={self.address!r}, namespace={self.namespace!r}, task_queue={self.task_queue!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
   return self.__class__.__qualname__ + f"(kind={self.kind!r}, first={self.first!r}, every={self.every!r}, cron={self.cron!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -2868,6 +3164,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __repr__(self):
   return self.__class__.__qualname__ + f"(kind={self.kind!r}, name={self.name!r}, field={self.field!r}, path={self.path!r}, captured={self.captured!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(kind={self.kind!r}, optional={self.optional!r}, min_length={self.min_length!r}, max_length={self.max_length!r}, pattern={self.pattern!r}, ge={self.ge!r}, le={self.le!r}, choices={self.choices!r}, check={self.check!r}, of={self.of!r}, description={self.description!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -3221,6 +3523,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__():
  def __repr__(self):
+  return self.__class__.__qualname__ + f"(provider={self.provider!r}, base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout={self.timeout!r}, max_tokens={self.max_tokens!r}, context={self.context!r}, structured={self.structured!r}, rules={self.rules!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
   return self.__class__.__qualname__ + f"(question_id={self.question_id!r}, problems={self.problems!r}, typed={self.typed!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
@@ -3396,6 +3704,12 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__():
  def __repr__(self):
   return self.__class__.__qualname__ + f"(seq={self.seq!r}, thread_id={self.thread_id!r}, at={self.at!r}, run_id={self.run_id!r}, step={self.step!r}, event={self.event!r}, key={self.key!r}, result={self.result!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(servers={self.servers!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -3605,7 +3919,31 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__():
  def __repr__(self):
+  return self.__class__.__qualname__ + f"(token_env={self.token_env!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(token_env={self.token_env!r}, grace={self.grace!r}, max_failures={self.max_failures!r}, lease={self.lease!r}, hosts={self.hosts!r}, header_timeout={self.header_timeout!r}, body_timeout={self.body_timeout!r}, max_connections={self.max_connections!r}, events={self.events!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(tools={self.tools!r}, chains={self.chains!r}, decide={self.decide!r}, models={self.models!r}, store={self.store!r}, serve={self.serve!r}, mcp={self.mcp!r}, engine={self.engine!r}, runs={self.runs!r}, secrets={self.secrets!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
   return self.__class__.__qualname__ + f"(total={self.total!r}, connect={self.connect!r}, read={self.read!r})"
+ return __repr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__():
+ def __repr__(self):
+  return self.__class__.__qualname__ + f"(url={self.url!r})"
  return __repr__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -3659,6 +3997,17 @@ def __create_fn__(_type_base_id, _type_kind, _type_definition, _type_source, _ty
   __dataclass_builtins_object__.__setattr__(self,'definition',definition)
   __dataclass_builtins_object__.__setattr__(self,'source',source)
   __dataclass_builtins_object__.__setattr__(self,'next_run',next_run)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_base_url, _type_model, _type_api_key_env, _type_fallback, _type_timeout, _type_max_tokens, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_base_url, _dflt_model, _dflt_api_key_env, _dflt_fallback, _dflt_timeout, _dflt_max_tokens, _return_type):
+ def __init__(self,base_url:_type_base_url=_dflt_base_url,model:_type_model=_dflt_model,api_key_env:_type_api_key_env=_dflt_api_key_env,fallback:_type_fallback=_dflt_fallback,timeout:_type_timeout=_dflt_timeout,max_tokens:_type_max_tokens=_dflt_max_tokens)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'base_url',base_url)
+  __dataclass_builtins_object__.__setattr__(self,'model',model)
+  __dataclass_builtins_object__.__setattr__(self,'api_key_env',api_key_env)
+  __dataclass_builtins_object__.__setattr__(self,'fallback',fallback)
+  __dataclass_builtins_object__.__setattr__(self,'timeout',timeout)
+  __dataclass_builtins_object__.__setattr__(self,'max_tokens',max_tokens)
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -3716,6 +4065,17 @@ def __create_fn__(_type_code, _type_body, MISSING, _HAS_DEFAULT_FACTORY, __datac
  def __init__(self,code:_type_code,body:_type_body)->_return_type:
   self.code=code
   self.body=body
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_command, _type_args, _type_env, _type_url, _type_timeout, _type_strict, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_command, _dflt_args, _dflt_env, _dflt_url, _dflt_timeout, _dflt_strict, _return_type):
+ def __init__(self,command:_type_command=_dflt_command,args:_type_args=_HAS_DEFAULT_FACTORY,env:_type_env=_HAS_DEFAULT_FACTORY,url:_type_url=_dflt_url,timeout:_type_timeout=_dflt_timeout,strict:_type_strict=_dflt_strict)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'command',command)
+  __dataclass_builtins_object__.__setattr__(self,'args',_dflt_args() if args is _HAS_DEFAULT_FACTORY else args)
+  __dataclass_builtins_object__.__setattr__(self,'env',_dflt_env() if env is _HAS_DEFAULT_FACTORY else env)
+  __dataclass_builtins_object__.__setattr__(self,'url',url)
+  __dataclass_builtins_object__.__setattr__(self,'timeout',timeout)
+  __dataclass_builtins_object__.__setattr__(self,'strict',strict)
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -3787,6 +4147,20 @@ def __create_fn__(_type_diagnostics, _type_sources, _type_files, _type_chains, M
   self.sources=sources
   self.files=_dflt_files() if files is _HAS_DEFAULT_FACTORY else files
   self.chains=_dflt_chains() if chains is _HAS_DEFAULT_FACTORY else chains
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_dir, _type_keep, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_dir, _dflt_keep, _return_type):
+ def __init__(self,dir:_type_dir=_dflt_dir,keep:_type_keep=_dflt_keep)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'dir',dir)
+  __dataclass_builtins_object__.__setattr__(self,'keep',keep)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_env, _type_file, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_env, _dflt_file, _return_type):
+ def __init__(self,env:_type_env=_dflt_env,file:_type_file=_dflt_file)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'env',env)
+  __dataclass_builtins_object__.__setattr__(self,'file',file)
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -3920,6 +4294,15 @@ def __create_fn__(_type_finished, _type_started, _type_decisions, _type_clock, _
   self.waits_finished=_dflt_waits_finished() if waits_finished is _HAS_DEFAULT_FACTORY else waits_finished
   self.rerun=rerun
   self.skip=skip
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_heavy, _type_fast, _type_light, _type_memory, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_heavy, _dflt_fast, _dflt_light, _dflt_memory, _return_type):
+ def __init__(self,heavy:_type_heavy=_dflt_heavy,fast:_type_fast=_dflt_fast,light:_type_light=_dflt_light,memory:_type_memory=_dflt_memory)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'heavy',heavy)
+  __dataclass_builtins_object__.__setattr__(self,'fast',fast)
+  __dataclass_builtins_object__.__setattr__(self,'light',light)
+  __dataclass_builtins_object__.__setattr__(self,'memory',memory)
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -4148,6 +4531,15 @@ def __create_fn__(_type_key, _type_phase, _type_pattern, _type_trigger, _type_fi
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
+def __create_fn__(_type_kind, _type_address, _type_namespace, _type_task_queue, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_kind, _dflt_address, _dflt_namespace, _dflt_task_queue, _return_type):
+ def __init__(self,kind:_type_kind=_dflt_kind,address:_type_address=_dflt_address,namespace:_type_namespace=_dflt_namespace,task_queue:_type_task_queue=_dflt_task_queue)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'kind',kind)
+  __dataclass_builtins_object__.__setattr__(self,'address',address)
+  __dataclass_builtins_object__.__setattr__(self,'namespace',namespace)
+  __dataclass_builtins_object__.__setattr__(self,'task_queue',task_queue)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
 def __create_fn__(_type_kind, _type_first, _type_every, _type_cron, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_every, _dflt_cron, _return_type):
  def __init__(self,kind:_type_kind,first:_type_first,every:_type_every=_dflt_every,cron:_type_cron=_dflt_cron)->_return_type:
   __dataclass_builtins_object__.__setattr__(self,'kind',kind)
@@ -4164,6 +4556,22 @@ def __create_fn__(_type_kind, _type_name, _type_field, _type_path, _type_capture
   __dataclass_builtins_object__.__setattr__(self,'field',field)
   __dataclass_builtins_object__.__setattr__(self,'path',path)
   __dataclass_builtins_object__.__setattr__(self,'captured',captured)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_kind, _type_optional, _type_min_length, _type_max_length, _type_pattern, _type_ge, _type_le, _type_choices, _type_check, _type_of, _type_description, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_optional, _dflt_min_length, _dflt_max_length, _dflt_pattern, _dflt_ge, _dflt_le, _dflt_choices, _dflt_check, _dflt_of, _dflt_description, _return_type):
+ def __init__(self,kind:_type_kind,optional:_type_optional=_dflt_optional,min_length:_type_min_length=_dflt_min_length,max_length:_type_max_length=_dflt_max_length,pattern:_type_pattern=_dflt_pattern,ge:_type_ge=_dflt_ge,le:_type_le=_dflt_le,choices:_type_choices=_dflt_choices,check:_type_check=_dflt_check,of:_type_of=_dflt_of,description:_type_description=_dflt_description)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'kind',kind)
+  __dataclass_builtins_object__.__setattr__(self,'optional',optional)
+  __dataclass_builtins_object__.__setattr__(self,'min_length',min_length)
+  __dataclass_builtins_object__.__setattr__(self,'max_length',max_length)
+  __dataclass_builtins_object__.__setattr__(self,'pattern',pattern)
+  __dataclass_builtins_object__.__setattr__(self,'ge',ge)
+  __dataclass_builtins_object__.__setattr__(self,'le',le)
+  __dataclass_builtins_object__.__setattr__(self,'choices',choices)
+  __dataclass_builtins_object__.__setattr__(self,'check',check)
+  __dataclass_builtins_object__.__setattr__(self,'of',of)
+  __dataclass_builtins_object__.__setattr__(self,'description',description)
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -4930,6 +5338,20 @@ def __create_fn__(_type_project, _type_run_id, _type_header, _type_pinned, _type
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
+def __create_fn__(_type_provider, _type_base_url, _type_model, _type_api_key_env, _type_timeout, _type_max_tokens, _type_context, _type_structured, _type_rules, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_provider, _dflt_base_url, _dflt_model, _dflt_api_key_env, _dflt_timeout, _dflt_max_tokens, _dflt_context, _dflt_structured, _dflt_rules, _return_type):
+ def __init__(self,provider:_type_provider=_dflt_provider,base_url:_type_base_url=_dflt_base_url,model:_type_model=_dflt_model,api_key_env:_type_api_key_env=_dflt_api_key_env,timeout:_type_timeout=_dflt_timeout,max_tokens:_type_max_tokens=_dflt_max_tokens,context:_type_context=_dflt_context,structured:_type_structured=_dflt_structured,rules:_type_rules=_dflt_rules)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'provider',provider)
+  __dataclass_builtins_object__.__setattr__(self,'base_url',base_url)
+  __dataclass_builtins_object__.__setattr__(self,'model',model)
+  __dataclass_builtins_object__.__setattr__(self,'api_key_env',api_key_env)
+  __dataclass_builtins_object__.__setattr__(self,'timeout',timeout)
+  __dataclass_builtins_object__.__setattr__(self,'max_tokens',max_tokens)
+  __dataclass_builtins_object__.__setattr__(self,'context',context)
+  __dataclass_builtins_object__.__setattr__(self,'structured',structured)
+  __dataclass_builtins_object__.__setattr__(self,'rules',rules)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
 def __create_fn__(_type_question_id, _type_problems, _type_typed, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_typed, _return_type):
  def __init__(self,question_id:_type_question_id,problems:_type_problems,typed:_type_typed=_dflt_typed)->_return_type:
   self.question_id=question_id
@@ -5362,6 +5784,12 @@ def __create_fn__(_type_seq, _type_thread_id, _type_at, _type_run_id, _type_step
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
+def __create_fn__(_type_servers, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_servers, _return_type):
+ def __init__(self,servers:_type_servers=_HAS_DEFAULT_FACTORY)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'servers',_dflt_servers() if servers is _HAS_DEFAULT_FACTORY else servers)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
 def __create_fn__(_type_service, _type_step, _type_event, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):
  def __init__(self,service:_type_service,step:_type_step,event:_type_event)->_return_type:
   __dataclass_builtins_object__.__setattr__(self,'service',service)
@@ -5743,12 +6171,53 @@ def __create_fn__(_type_tier, _type_task, _type_messages_json, _type_schema_json
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
+def __create_fn__(_type_token_env, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _return_type):
+ def __init__(self,token_env:_type_token_env)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'token_env',token_env)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_token_env, _type_grace, _type_max_failures, _type_lease, _type_hosts, _type_header_timeout, _type_body_timeout, _type_max_connections, _type_events, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_token_env, _dflt_grace, _dflt_max_failures, _dflt_lease, _dflt_hosts, _dflt_header_timeout, _dflt_body_timeout, _dflt_max_connections, _dflt_events, _return_type):
+ def __init__(self,token_env:_type_token_env=_dflt_token_env,grace:_type_grace=_dflt_grace,max_failures:_type_max_failures=_dflt_max_failures,lease:_type_lease=_dflt_lease,hosts:_type_hosts=_HAS_DEFAULT_FACTORY,header_timeout:_type_header_timeout=_dflt_header_timeout,body_timeout:_type_body_timeout=_dflt_body_timeout,max_connections:_type_max_connections=_dflt_max_connections,events:_type_events=_HAS_DEFAULT_FACTORY)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'token_env',token_env)
+  __dataclass_builtins_object__.__setattr__(self,'grace',grace)
+  __dataclass_builtins_object__.__setattr__(self,'max_failures',max_failures)
+  __dataclass_builtins_object__.__setattr__(self,'lease',lease)
+  __dataclass_builtins_object__.__setattr__(self,'hosts',_dflt_hosts() if hosts is _HAS_DEFAULT_FACTORY else hosts)
+  __dataclass_builtins_object__.__setattr__(self,'header_timeout',header_timeout)
+  __dataclass_builtins_object__.__setattr__(self,'body_timeout',body_timeout)
+  __dataclass_builtins_object__.__setattr__(self,'max_connections',max_connections)
+  __dataclass_builtins_object__.__setattr__(self,'events',_dflt_events() if events is _HAS_DEFAULT_FACTORY else events)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_tools, _type_chains, _type_decide, _type_models, _type_store, _type_serve, _type_mcp, _type_engine, _type_runs, _type_secrets, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_tools, _dflt_chains, _dflt_decide, _dflt_models, _dflt_store, _dflt_serve, _dflt_mcp, _dflt_engine, _dflt_runs, _dflt_secrets, _return_type):
+ def __init__(self,tools:_type_tools=_HAS_DEFAULT_FACTORY,chains:_type_chains=_HAS_DEFAULT_FACTORY,decide:_type_decide=_dflt_decide,models:_type_models=_dflt_models,store:_type_store=_dflt_store,serve:_type_serve=_dflt_serve,mcp:_type_mcp=_dflt_mcp,engine:_type_engine=_dflt_engine,runs:_type_runs=_dflt_runs,secrets:_type_secrets=_HAS_DEFAULT_FACTORY)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'tools',_dflt_tools() if tools is _HAS_DEFAULT_FACTORY else tools)
+  __dataclass_builtins_object__.__setattr__(self,'chains',_dflt_chains() if chains is _HAS_DEFAULT_FACTORY else chains)
+  __dataclass_builtins_object__.__setattr__(self,'decide',decide)
+  __dataclass_builtins_object__.__setattr__(self,'models',models)
+  __dataclass_builtins_object__.__setattr__(self,'store',store)
+  __dataclass_builtins_object__.__setattr__(self,'serve',serve)
+  __dataclass_builtins_object__.__setattr__(self,'mcp',mcp)
+  __dataclass_builtins_object__.__setattr__(self,'engine',engine)
+  __dataclass_builtins_object__.__setattr__(self,'runs',runs)
+  __dataclass_builtins_object__.__setattr__(self,'secrets',_dflt_secrets() if secrets is _HAS_DEFAULT_FACTORY else secrets)
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
 def __create_fn__(_type_total, _type_connect, _type_read, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_total, _dflt_connect, _dflt_read, _return_type):
  def __init__(self,total:_type_total=_dflt_total,connect:_type_connect=_dflt_connect,read:_type_read=_dflt_read)->_return_type:
   __dataclass_builtins_object__.__setattr__(self,'total',total)
   __dataclass_builtins_object__.__setattr__(self,'connect',connect)
   __dataclass_builtins_object__.__setattr__(self,'read',read)
   self.__post_init__()
+ return __init__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(_type_url, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_url, _return_type):
+ def __init__(self,url:_type_url=_dflt_url)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'url',url)
  return __init__
 CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
@@ -5800,7 +6269,23 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
+  if type(self) is cls or name in ('base_url','model','api_key_env','fallback','timeout','max_tokens',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
   if type(self) is cls or name in ('category','message','start','end',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('command','args','env','url','timeout','strict',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
  return __delattr__
@@ -5841,6 +6326,22 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
   if type(self) is cls or name in ('description','text','markdown','tags',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('dir','keep',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('env','file',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
  return __delattr__
@@ -5897,6 +6398,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
   if type(self) is cls or name in ('file','name','nodes','outputs','inputs','max_steps','max_depth','timeout','max_parallel','allow','hooks','hook_summaries','bindings','hook_set','max_model_calls','max_tokens',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('heavy','fast','light','memory',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
  return __delattr__
@@ -5992,6 +6501,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
+  if type(self) is cls or name in ('kind','address','namespace','task_queue',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
   if type(self) is cls or name in ('kind','first','every','cron',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
@@ -6001,6 +6518,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
   if type(self) is cls or name in ('kind','name','field','path','captured',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('kind','optional','min_length','max_length','pattern','ge','le','choices','check','of','description',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
  return __delattr__
@@ -6184,6 +6709,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
+  if type(self) is cls or name in ('provider','base_url','model','api_key_env','timeout','max_tokens','context','structured','rules',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
   if type(self) is cls or name in ('rule','slug','severity','message','file','line','column','end_line','end_column','hint',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
@@ -6225,6 +6758,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
   if type(self) is cls or name in ('seq','thread_id','at','run_id','step','event','key','result',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('servers',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
  return __delattr__
@@ -6312,7 +6853,39 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
+  if type(self) is cls or name in ('token_env','grace','max_failures','lease','hosts','header_timeout','body_timeout','max_connections','events',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('token_env',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('tools','chains','decide','models','store','serve','mcp','engine','runs','secrets',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
   if type(self) is cls or name in ('total','connect','read',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('url',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
  return __delattr__
@@ -6352,7 +6925,23 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
+  if type(self) is cls or name in ('base_url','model','api_key_env','fallback','timeout','max_tokens',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
   if type(self) is cls or name in ('category','message','start','end',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('command','args','env','url','timeout','strict',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
  return __setattr__
@@ -6393,6 +6982,22 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
   if type(self) is cls or name in ('description','text','markdown','tags',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('dir','keep',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('env','file',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
  return __setattr__
@@ -6449,6 +7054,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
   if type(self) is cls or name in ('file','name','nodes','outputs','inputs','max_steps','max_depth','timeout','max_parallel','allow','hooks','hook_summaries','bindings','hook_set','max_model_calls','max_tokens',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('heavy','fast','light','memory',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
  return __setattr__
@@ -6544,6 +7157,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
+  if type(self) is cls or name in ('kind','address','namespace','task_queue',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
   if type(self) is cls or name in ('kind','first','every','cron',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
@@ -6553,6 +7174,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
   if type(self) is cls or name in ('kind','name','field','path','captured',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('kind','optional','min_length','max_length','pattern','ge','le','choices','check','of','description',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
  return __setattr__
@@ -6736,6 +7365,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
+  if type(self) is cls or name in ('provider','base_url','model','api_key_env','timeout','max_tokens','context','structured','rules',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
   if type(self) is cls or name in ('rule','slug','severity','message','file','line','column','end_line','end_column','hint',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
@@ -6777,6 +7414,14 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
   if type(self) is cls or name in ('seq','thread_id','at','run_id','step','event','key','result',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('servers',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
  return __setattr__
@@ -6864,7 +7509,39 @@ CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
+  if type(self) is cls or name in ('token_env','grace','max_failures','lease','hosts','header_timeout','body_timeout','max_connections','events',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('token_env',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('tools','chains','decide','models','store','serve','mcp','engine','runs','secrets',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
   if type(self) is cls or name in ('total','connect','read',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODES[TEXTS[len(CODES)]] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('url',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
  return __setattr__

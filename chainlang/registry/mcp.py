@@ -131,7 +131,7 @@ FRESH_SESSION_PER_CALL = False
 
 def _caller(server_name: str, server: McpServerConfig, root: Path, tool: str,
             takes_ctx: bool) -> Callable[..., Awaitable[Any]]:
-    key = f"{server_name}\0{server.model_dump_json()}\0{root}"
+    key = f"{server_name}\0{server.key()}\0{root}"
 
     async def session(ctx: Any) -> LiveSession:
         from chainlang.durations import parse_duration
@@ -221,7 +221,7 @@ def _devnull() -> Any:
 
 
 def _listing(name: str, server: McpServerConfig, root: Path) -> list[dict[str, Any]]:
-    key = (name, server.model_dump_json(), str(root))
+    key = (name, server.key(), str(root))
     with _LOCK:
         cached = _LISTINGS.get(key)
     if cached is not None:
