@@ -18,7 +18,7 @@ from chainlang.load.source import SourceFile
 if TYPE_CHECKING:
     from chainlang.model.nodes import Chain
 
-__all__ = ["CHAIN_SUFFIXES", "HOOKS_SUFFIXES", "LoadedFile", "file_kind", "is_chain_file", "load_file"]
+__all__ = ["CHAIN_SUFFIXES", "HOOKS_SUFFIXES", "LoadedFile", "file_kind", "is_chain_file", "load_file", "read_bounded"]
 
 CHAIN_SUFFIXES = (".chain.yaml", ".chain.yml")
 HOOKS_SUFFIXES = (".hooks.yaml", ".hooks.yml")
@@ -54,14 +54,14 @@ def load_file(path: str, data: bytes | None = None, text: str | None = None, kin
         loaded = load_text(path, text, sink)
     else:
         if data is None:
-            data = _read_bounded(path)
+            data = read_bounded(path)
         loaded = load_bytes(path, data, sink)
     with suggestion_budget():
         chain = build_chain(loaded.root, loaded.source, sink, kind=kind or file_kind(path))
     return LoadedFile(path, loaded.source, sink, chain)
 
 
-def _read_bounded(path: str) -> bytes:
+def read_bounded(path: str) -> bytes:
     """The file's bytes, reading at most one byte past the size limit (the loader reports it)."""
     from chainlang.load.loader import MAX_FILE_CHARS
 

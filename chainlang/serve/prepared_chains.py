@@ -17,8 +17,6 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from chainlang.errors import UsageError
-
 if TYPE_CHECKING:
     from chainlang.registry.registry import Registry
     from chainlang.runtime.prepare import Prepared, ProjectBase
@@ -54,7 +52,9 @@ class PreparedChains:
         if base is None:  # outside serve's directory: its project's changes are not watched
             self.prepared += 1
             return prepare(file, self.tools, self.registry)
-        data = _read(file)
+        from chainlang.model.files import read_bounded
+
+        data = read_bounded(file)
         key = (file, hashlib.sha256(data).hexdigest())
         found = self._chains.get(key)
         if found is None:
@@ -95,13 +95,3 @@ class PreparedChains:
         # the bytes that were digested are the ones compiled: no second read that could differ
         return prepare_loaded(base, load_file(file, data=data), chain_file(file))
 
-
-def _read(file: str) -> bytes:
-    """The chain file's bytes (at most one past the loader's limit, which it then reports)."""
-    from chainlang.load.loader import MAX_FILE_CHARS
-
-    try:
-        with open(file, "rb") as handle:
-            return handle.read(MAX_FILE_CHARS + 1)
-    except OSError as exc:
-        raise UsageError(f"{file}: cannot read: {exc.strerror or exc}") from None
