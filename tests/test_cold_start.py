@@ -150,7 +150,8 @@ def test_a_run_outside_a_project_imports_neither_pydantic_nor_dateutil_nor_jsons
 
 def test_a_run_in_a_project_with_a_full_chainlang_toml_imports_no_pydantic(tmp_path: Path) -> None:
     # chainlang.toml is read by config/fields.py: importing pydantic for it was ~40 % of a cold
-    # command in a project
+    # command in a project; and a run that finds no file at `[store] url` opens no store, so it
+    # imports neither SQLAlchemy nor jsonschema (the store's)
     (tmp_path / "chainlang.toml").write_text(
         'tools = []\nchains = ["chains"]\n[store]\nurl = "sqlite:///state/s.db"\n'
         '[serve]\ngrace = "10s"\nhosts = ["chains.example.com"]\n[serve.events."deploy.done"]\ntoken_env = "T"\n'
@@ -162,7 +163,8 @@ def test_a_run_in_a_project_with_a_full_chainlang_toml_imports_no_pydantic(tmp_p
                                              encoding="utf-8")
     modules, out = _imports(tmp_path, "run", "now.chain.yaml", "--json", "--transcript", str(tmp_path / "t.jsonl"))
     assert '"day"' in out
-    assert not {m.split(".")[0] for m in modules} & {"pydantic", "dateutil"}
+    assert not {m.split(".")[0] for m in modules} & {"pydantic", "dateutil", "sqlalchemy", "jsonschema"}
+    assert not (tmp_path / "state").exists()
 
 
 def test_date_arithmetic_still_finds_dateutil_when_it_runs(tmp_path: Path) -> None:

@@ -51,11 +51,24 @@ def _config(root: Path) -> Any:
 def store_exists(root: Path) -> bool:
     """Whether the project at `root` has a store yet (reading never creates one)."""
     url = store_url(root)
-    if url is None and not os.path.lexists(root / STORE_FILE):
-        return False  # nothing at the default path, not even a dangling link: no need to import SQLAlchemy (~0.3 s)
+    file = root / STORE_FILE if url is None else _plain_sqlite_file(root, url)
+    if file is not None and not os.path.lexists(file):
+        return False  # nothing at the file's path, not even a dangling link: no need to import SQLAlchemy (~0.3 s)
     from chainlang.store.store import store_exists as exists
 
     return exists(root, url)
+
+
+def _plain_sqlite_file(root: Path, url: str) -> Path | None:
+    """The file of a plain `sqlite:///PATH` url, read without SQLAlchemy; None for any other url
+    (PostgreSQL, a query, escapes, no file), which the store's own parser judges."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    path = url[len(prefix):]
+    if not path or any(c in path for c in "?#%") or path == ":memory:" or path.startswith("file:"):
+        return None
+    return root / path  # an absolute PATH (sqlite:////abs) stays itself
 
 
 def project_store(root: Path) -> "Store":
