@@ -30,9 +30,10 @@ run: $(VENV)/.installed
 	cd build/assistant && ../../$(BIN)/chainlang resume .chainlang/runs/sarah.jsonl --answer confirm=book
 
 # the whole suite on two processes, a test file each at a time (its servers, started once per
-# file, stay with it): about half the time of one process on the two-core CI machine
+# file, stay with it): about half the time of one process on the two-core CI machine; the
+# longest files first, in the order tests/conftest.py gives (LONGEST_FIRST)
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # day-to-day: everything but the tests marked slow (wheel build, mypy, fuzzing, scaling, the
 # timeout and abandoning tests), spread over the cores

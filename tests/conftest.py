@@ -38,6 +38,24 @@ def pytest_configure(config: pytest.Config) -> None:
     compileall.compile_dir(Path(chainlang.__file__).parent, quiet=1)
 
 
+# The test files that take a worker longest (45 s or more each in `pytest --durations=0` of
+# 2026-11-29, 2 cores), longest first. `make test` runs them before the rest (with xdist's
+# --no-loadscope-reorder, which otherwise orders files by their number of tests): a file
+# of one long test started last kept one worker busy alone for minutes at the end.
+LONGEST_FIRST = ("test_temporal.py", "test_serve.py", "test_wait_worker_kills.py", "test_cli.py",
+                 "test_thread_routing.py", "test_wait_kills.py", "test_thread_runs.py", "test_store_postgres.py",
+                 "test_readme_fresh_clone.py", "test_agents.py", "test_scenarios.py", "test_docs.py",
+                 "test_waits_cli.py", "test_hostile.py", "test_chain_triggers.py", "test_mcp.py",
+                 "test_chaintest_hardening.py", "test_serve_kill.py", "test_report_browser.py", "test_chaintest.py",
+                 "test_wheel.py", "test_threads.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (LONGEST_FIRST); each file's tests keep their order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture
 def spawned() -> Iterator[Spawned]:
     """Commands the test starts in the background (`spawned.start(cwd, *args)`, or
