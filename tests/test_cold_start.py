@@ -173,3 +173,24 @@ def test_date_arithmetic_still_finds_dateutil_when_it_runs(tmp_path: Path) -> No
         "outputs:\n  day: \"{tools.date_calc.result}\"\n", encoding="utf-8")
     modules, out = _imports(tmp_path, "run", "calc.chain.yaml", "--json", "--transcript", str(tmp_path / "t.jsonl"))
     assert '"day": "2026-12-07"' in out and "dateutil" in modules
+
+
+_SHOP = "events:\n  shop.order:\n    description: An order came in.\n    payload: {type: object}\n"
+_REGISTER = ("steps:\n  - task.register:\n      id: greet\n      trigger: post:shop.order\n"
+             "      action:\n        - user.notify: {message: greeted}\n")
+
+
+def test_a_store_without_an_active_hook_is_not_opened_and_an_active_hook_still_fires(tmp_path: Path) -> None:
+    # every run and emit reads the store's active hooks (LANGUAGE.md §12); the store's module
+    # imports SQLAlchemy and jsonschema (~0.5 s cold), so store/peek.py asks the file first
+    (tmp_path / "chainlang.toml").write_text("", encoding="utf-8")
+    (tmp_path / "shop.hooks.yaml").write_text(_SHOP, encoding="utf-8")
+    (tmp_path / "register.chain.yaml").write_text(_REGISTER, encoding="utf-8")
+    _imports(tmp_path, "run", "register.chain.yaml")
+    modules, out = _imports(tmp_path, "emit", "shop.order", "--data", "{}")
+    assert "1 hook fired" in out and "sqlalchemy" in modules  # an active hook: the store is opened, as before
+    _imports(tmp_path, "tasks", "cancel", "greet")
+    modules, out = _imports(tmp_path, "emit", "shop.order", "--data", "{}")
+    assert "no hook fired" in out
+    assert not {m.split(".")[0] for m in modules} & {"sqlalchemy", "jsonschema"}
+    assert sorted(p.name for p in (tmp_path / ".chainlang").glob("store.db*")) == ["store.db"]  # no log left behind

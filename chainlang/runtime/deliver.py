@@ -118,14 +118,16 @@ def deliver_event(store: "Store", event: str, payload: Any, emit_id: str | None)
 _UNREAD: Any = object()  # waits_store's `config` when the caller has not read the project's configuration
 
 
-def waits_store(root: Path, config: Any = _UNREAD) -> "Store | None":
+def waits_store(root: Path, config: Any = _UNREAD, event: str | None = None) -> "Store | None":
     """The project's store, for the waits an emit delivers to; None when it has none (a
-    wait is recorded in the store before its run waits: without one, nothing waits). Kept
-    open for the process (opening it, checking its schema and compiling the query again
-    were about 10 ms of CPU an emit); opened again when its file was replaced, or in a
-    forked child. `config`: the project's configuration (ProjectConfig, or None without a
-    chainlang.toml) when the caller holds it; else chainlang.toml is read again."""
-    from chainlang.tasks.stored import STORE_FILE, project_store, store_exists
+    wait is recorded in the store before its run waits: without one, nothing waits), or,
+    the first time a process asks with the `event`, when no run waits for it (asked of an
+    SQLite file without opening the store: store/peek.py). Kept open for the process (opening it, checking its schema
+    and compiling the query again were about 10 ms of CPU an emit); opened again when its
+    file was replaced, or in a forked child. `config`: the project's configuration
+    (ProjectConfig, or None without a chainlang.toml) when the caller holds it; else
+    chainlang.toml is read again."""
+    from chainlang.tasks.stored import STORE_FILE, find_store, project_store
 
     key = (str(root), os.getpid())
     entry = _WAITS_STORES.get(key)
@@ -139,8 +141,15 @@ def waits_store(root: Path, config: Any = _UNREAD) -> "Store | None":
         url = config.store.url if config is not None and config.store is not None else None
         if url is None and not os.path.lexists(root / STORE_FILE):
             return None
-    if not store_exists(root):
+    exists, plain_file = find_store(root)
+    if not exists:
         return None
+    if event is not None and plain_file is not None and key not in _PEEKED:
+        from chainlang.store.peek import has_waits_for
+
+        _PEEKED.add(key)  # once a process: asking (~1 ms, SQLite reads the schema) costs more than the open store
+        if has_waits_for(plain_file, event) is False:
+            return None  # not opened: SQLAlchemy's imports are ~0.4 s of a cold emit
     store = project_store(root)
     if len(_WAITS_STORES) >= 8:  # a process that emits in many projects (tests): keep the newest
         oldest = next(iter(_WAITS_STORES))
@@ -159,3 +168,4 @@ def _file_identity(file: Path) -> tuple[int, int] | None:
 
 
 _WAITS_STORES: dict[tuple[str, int], tuple["Store", Path | None, tuple[int, int] | None]] = {}
+_PEEKED: set[tuple[str, int]] = set()  # the (root, pid) whose file waits_store asked once without opening it

@@ -281,7 +281,7 @@ def deliver_to_waits(root: Path, name: str, data: Any, emit_id: str, config: Any
     `config`: the project's (None: it has no chainlang.toml; not given: read again)."""
     from chainlang.runtime.deliver import deliver_event, waits_store
 
-    store = waits_store(root) if config is ... else waits_store(root, config)
+    store = waits_store(root, event=name) if config is ... else waits_store(root, config, event=name)
     if store is None:
         return []
     rows = deliver_event(store, name, data, emit_id)

@@ -6,13 +6,15 @@ Kept apart from `store.py` so that `import chainlang.store` (and the CLI) stays 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 __all__ = ["MAX_KEY_LENGTH", "SUCCEEDED", "TASK_KINDS", "TASK_STATUSES", "EmitClaim", "Lease", "StoreError",
-           "TaskRecord", "TaskRun", "check_key", "check_text", "stamp"]
+           "TaskRecord", "TaskRun", "check_key", "check_store_file", "check_text", "stamp"]
 
 TASK_KINDS = ("hook", "schedule")  # a hook of task.register, a timed chain of task.schedule
 TASK_STATUSES = ("pending", "active", "completed", "archived", "dead")
@@ -154,3 +156,17 @@ class TaskRun:
     status: str  # 'running', then the run's final status
     error: Any  # the run's error (JSON), None when it has none
     new: bool = False
+
+
+def check_store_file(path: Path) -> bool:
+    """Whether the SQLite store's file exists; StoreError when something else is at its path
+    (a directory, a link to nothing): that is a mistake to fix, not a project without a store."""
+    if path.is_symlink() and not path.exists():
+        raise StoreError(f"the project's store {path} is a symbolic link to {os.readlink(path)}, which does not "
+                         "exist; make the link point at the store (is a disk missing?), or remove the link to start "
+                         "a new store")
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise StoreError(f"the project's store {path} is {what}, not an SQLite file; move it away (a new store is "
+                         "then created), or name another file in [store] url of chainlang.toml")
+    return path.is_file()

@@ -19,7 +19,6 @@ and must upgrade its lock to write, which SQLite refuses at once, without waitin
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -32,7 +31,7 @@ from sqlalchemy import Connection, Engine, Row, create_engine, event, insert, in
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
-from .base import EmitClaim, StoreError, check_key
+from .base import EmitClaim, StoreError, check_key, check_store_file
 from .base import check_text as _check_text
 from . import postgres
 from .schema import EMITS, EVENT_LOG, SCHEMA, SCHEMA_VERSION, NewerSchema, NotAStore, migrate, now, read_version
@@ -77,7 +76,7 @@ def open_store(root: Path, url: str | None = None, *, busy_timeout: float = 10.0
     else:
         target = store_target(root, url)
     if isinstance(target, Path):
-        _check_file(target)
+        check_store_file(target)
     store = Store(target, busy_timeout, redaction)
     try:
         store._migrate()
@@ -115,7 +114,7 @@ def store_exists(root: Path, url: str | None) -> bool:
     or, on PostgreSQL, its tables in the database."""
     target = root / DEFAULT_PATH if url is None else store_target(root, url)
     if isinstance(target, Path):
-        return _check_file(target)
+        return check_store_file(target)
     engine = postgres.connect(target, 10.0)
     where = postgres.describe(target)
     try:
@@ -125,20 +124,6 @@ def store_exists(root: Path, url: str | None) -> bool:
         raise StoreError(postgres.explain(where, target, str(e.orig), "looking for the store", 10.0)) from e
     finally:
         engine.dispose()
-
-
-def _check_file(path: Path) -> bool:
-    """Whether the SQLite store's file exists; StoreError when something else is at its path
-    (a directory, a link to nothing): that is a mistake to fix, not a project without a store."""
-    if path.is_symlink() and not path.exists():
-        raise StoreError(f"the project's store {path} is a symbolic link to {os.readlink(path)}, which does not "
-                         "exist; make the link point at the store (is a disk missing?), or remove the link to start "
-                         "a new store")
-    if path.exists() and not path.is_file():
-        what = "a directory" if path.is_dir() else "not a regular file"
-        raise StoreError(f"the project's store {path} is {what}, not an SQLite file; move it away (a new store is "
-                         "then created), or name another file in [store] url of chainlang.toml")
-    return path.is_file()
 
 
 def sqlite_path(root: Path, url: str) -> Path:
