@@ -90,6 +90,34 @@ def cli(cwd: Path, *args: str | os.PathLike[str], env: Mapping[str, str] | None 
     return proc
 
 
+def cli_here(cwd: Path, *args: str | os.PathLike[str]) -> "subprocess.CompletedProcess[str]":
+    """`chainlang ARGS` as `cli` runs it, but in this process (click's CliRunner, in `cwd`,
+    the environment `clean_env()` makes): for tests of what a command does rather than of
+    the process, where a cold start (~0.5 s with the store's imports) a command is most of
+    the test's time. The test fails when the command raised (a traceback, §10)."""
+    from click.testing import CliRunner
+
+    from chainlang.cli.main import main
+
+    env: dict[str, str | None] = {name: None for name in _NOT_INHERITED}
+    env.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        outcome = CliRunner(env=env).invoke(main, [str(a) for a in args], catch_exceptions=True)
+    finally:
+        os.chdir(before)
+    if outcome.exception is not None and not isinstance(outcome.exception, SystemExit):
+        import traceback
+
+        pytest.fail(f"chainlang {' '.join(map(str, args))} raised:\n"
+                    + "".join(traceback.format_exception(outcome.exception)))
+    proc = subprocess.CompletedProcess(["chainlang", *map(str, args)], outcome.exit_code, outcome.stdout,
+                                       outcome.stderr)
+    assert "Traceback" not in proc.stdout + proc.stderr, show(proc)
+    return proc
+
+
 def cli_many(*calls: tuple[Path, Sequence[str | os.PathLike[str]]],
              **options: Any) -> list["subprocess.CompletedProcess[str]"]:
     """Independent commands at the same time: (cwd, args) each, `options` as for `cli`;

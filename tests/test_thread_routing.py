@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli, cli_here
 
 NOW = "2026-11-19T10:00:00+00:00"
 
@@ -46,7 +46,7 @@ def run(project: Path, steps: list[Any], outputs: dict[str, str], *, now: str = 
     (project / "s.chain.yaml").write_text(json.dumps({"steps": steps, "outputs": outputs}), encoding="utf-8")
     for old in project.glob("t.jsonl*"):  # the transcript of the last run only
         old.unlink()
-    proc = cli(project, "run", "s.chain.yaml", "--now", now, "--json", "--transcript", "t.jsonl")
+    proc = cli_here(project, "run", "s.chain.yaml", "--now", now, "--json", "--transcript", "t.jsonl")
     assert (proc.returncode == 0) is ok, proc.stderr
     return proc
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli, records
+from tests.helpers import cli, cli_here, records
 
 NOW = "2099-11-23T10:00:00+00:00"  # after the threads are created (on the wall clock)
 SECRET = "sk-abcdefghijklmnop1234567890"
@@ -59,7 +59,9 @@ def chain(project: Path, text: str, name: str = "c.chain.yaml") -> str:
 
 
 def run(project: Path, name: str, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    proc = cli(project, "run", name, "--now", NOW, "--json", "--progress", "quiet", *args)
+    """`chainlang run`, in this process unless it is to be killed (`code=-9`, by t.crash)."""
+    command = cli if code < 0 else cli_here
+    proc = command(project, "run", name, "--now", NOW, "--json", "--progress", "quiet", *args)
     assert proc.returncode == code, proc.stderr
     return proc
 
@@ -70,7 +72,7 @@ def outputs(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 def create(project: Path, thread_id: str, summary: str = "") -> None:
     args = ["--summary", summary] if summary else []
-    proc = cli(project, "threads", "create", thread_id, *args)
+    proc = cli_here(project, "threads", "create", thread_id, *args)
     assert proc.returncode == 0 and proc.stdout == f"{thread_id}: active\n", proc.stderr
 
 
@@ -190,7 +192,7 @@ def test_an_unknown_or_archived_thread_is_a_usage_error(project: Path) -> None:
     by_input = chain(project, ATTACH_BY_INPUT.replace(', default: ""', ""), "i.chain.yaml")
     unknown = run(project, by_input, "--input", "thread_id=nope", code=2)
     assert "the input thread_id=nope: no thread 'nope'" in unknown.stderr, unknown.stderr
-    archived = cli(project, "threads", "archive", "a1")
+    archived = cli_here(project, "threads", "archive", "a1")
     assert archived.returncode == 0 and archived.stdout == "a1: archived\n"
     proc = run(project, name, "--thread", "a1", code=2)
     assert "--thread a1: the thread 'a1' is archived; attach the run to an active thread" in proc.stderr
@@ -354,11 +356,11 @@ def test_thread_match_earlier_in_the_chain_wins_over_a_thread_named_match(projec
         """)
     assert outputs(run(project, name))["id"].startswith("thread-")
     # the rest of the reference is a path into thread.match's result, checked as such
-    path = cli(project, "check", chain(project, (project / name).read_text(encoding="utf-8").replace(
+    path = cli_here(project, "check", chain(project, (project / name).read_text(encoding="utf-8").replace(
         "thread_id}", "summary}"), "p.chain.yaml"))
     assert path.returncode == 1 and "the result of thread.match has no 'summary'" in path.stdout, path.stdout
     # without a thread.match step it is a check error, not a read of the thread 'match'
-    bad = cli(project, "check", chain(project, "steps:\n  - t.echo: {value: '{thread.match.summary}'}\n", "b.chain.yaml"))
+    bad = cli_here(project, "check", chain(project, "steps:\n  - t.echo: {value: '{thread.match.summary}'}\n", "b.chain.yaml"))
     assert bad.returncode == 1 and "thread.match does not run in this chain before this point" in bad.stdout
 
 
@@ -366,41 +368,41 @@ def test_thread_match_earlier_in_the_chain_wins_over_a_thread_named_match(projec
 
 
 def test_chainlang_threads_lists_and_shows_threads(project: Path) -> None:
-    empty = cli(project, "threads")
+    empty = cli_here(project, "threads")
     assert (empty.returncode, empty.stdout) == (0, "no threads\n")
-    assert json.loads(cli(project, "threads", "--json").stdout) == {"threads": []}
+    assert json.loads(cli_here(project, "threads", "--json").stdout) == {"threads": []}
     create(project, "pricing", "Competitor pricing research: Acme cut prices by 10% " + "and more " * 10)
     create(project, "dentist")
     run(project, chain(project, "steps:\n  - id: analysis\n    t.echo: {value: {token: '%s'}}\n" % SECRET),
         "--thread", "pricing")
-    listed = cli(project, "threads")
+    listed = cli_here(project, "threads")
     lines = listed.stdout.splitlines()
     assert lines[0].startswith("pricing  active   2099-11-23T10:00:00Z  Competitor pricing research: Acme cut")
     assert lines[0].endswith("…") and len(lines) == 2 and lines[1].startswith("dentist  active   ")
-    rows = json.loads(cli(project, "threads", "--json").stdout)["threads"]
+    rows = json.loads(cli_here(project, "threads", "--json").stdout)["threads"]
     assert [r["thread_id"] for r in rows] == ["pricing", "dentist"]
     assert set(rows[0]) == {"thread_id", "status", "summary", "created_at", "updated_at"}
-    shown = cli(project, "threads", "show", "pricing")
+    shown = cli_here(project, "threads", "show", "pricing")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines()[:2] == ["thread pricing: active",
                                              "summary: " + rows[0]["summary"]]
     assert 't.echo (analysis): {"value": {"token": "***"}}  [run ' in shown.stdout
-    body = json.loads(cli(project, "threads", "show", "pricing", "--json").stdout)
+    body = json.loads(cli_here(project, "threads", "show", "pricing", "--json").stdout)
     assert body["thread_id"] == "pricing" and len(body["events"]) == 1
     event = body["events"][0]
     assert (event["event"], event["key"], event["step"], event["result"]) == (
         "t.echo", "analysis", "1", {"value": {"token": "***"}})
-    cli(project, "threads", "archive", "dentist")
-    archived = cli(project, "threads", "list", "--status", "archived")
+    cli_here(project, "threads", "archive", "dentist")
+    archived = cli_here(project, "threads", "list", "--status", "archived")
     assert archived.stdout.startswith("dentist  archived ")
     # another directory: --project
-    elsewhere = cli(project.parent, "threads", "--project", str(project), "--json")
+    elsewhere = cli_here(project.parent, "threads", "--project", str(project), "--json")
     assert len(json.loads(elsewhere.stdout)["threads"]) == 2
-    unknown = cli(project, "threads", "show", "pricin")
+    unknown = cli_here(project, "threads", "show", "pricin")
     assert unknown.returncode == 2 and "no thread 'pricin' in the project's store (did you mean 'pricing'?)" in \
         unknown.stderr, unknown.stderr
     assert "the active threads are: pricing" in unknown.stderr
-    twice = cli(project, "threads", "create", "pricing")
+    twice = cli_here(project, "threads", "create", "pricing")
     assert twice.returncode == 2 and "already a thread" in twice.stderr
 
 
