@@ -94,18 +94,23 @@ def cli_here(cwd: Path, *args: str | os.PathLike[str]) -> "subprocess.CompletedP
     """`chainlang ARGS` as `cli` runs it, but in this process (click's CliRunner, in `cwd`,
     the environment `clean_env()` makes): for tests of what a command does rather than of
     the process, where a cold start (~0.5 s with the store's imports) a command is most of
-    the test's time. The test fails when the command raised (a traceback, §10)."""
+    the test's time. The test fails when the command raised (a traceback, §10). Not for
+    runs on Temporal (the command ends its process after talking to Temporal: cli/main.py)
+    nor for runs a tool kills."""
     from click.testing import CliRunner
 
+    from chainlang.cli import run as cli_run
     from chainlang.cli.main import main
 
     env: dict[str, str | None] = {name: None for name in _NOT_INHERITED}
     env.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
-    before = os.getcwd()
+    before, stay = os.getcwd(), cli_run.IN_PROCESS
     os.chdir(cwd)
+    cli_run.IN_PROCESS = True  # a tool's thread left running must not make the command end this process
     try:
         outcome = CliRunner(env=env).invoke(main, [str(a) for a in args], catch_exceptions=True)
     finally:
+        cli_run.IN_PROCESS = stay
         os.chdir(before)
     if outcome.exception is not None and not isinstance(outcome.exception, SystemExit):
         import traceback

@@ -795,7 +795,7 @@ RETRIED = """\
 steps:
   - thread.match: {message: "retry me"}
   - agent.think: {thread_id: "{thread.match.thread_id}"}
-    retry: {attempts: 2, delay: 30s}
+    retry: {attempts: 2, delay: 10s}
 outputs:
   said: "{agent.think.result.params.message}"
 """
@@ -809,8 +809,10 @@ def test_a_resumed_retry_asks_again_instead_of_reusing_the_failed_attempt_s_answ
                              "--progress", "quiet"], cwd=project, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
+        # the first attempt failed: the run waits 10 s before the next (the kill lands in it), and
+        # so does the resume, as the retry's delay says
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the first attempt failed: the run waits 30 s before the next
+        while time.monotonic() < deadline:
             path = project / "run.jsonl"
             if path.exists() and '"step":"2","event":"agent.think","status":"failed"' in path.read_text("utf-8"):
                 break
