@@ -9,6 +9,7 @@ in tests/serve_util.py, cut transcripts in tests/journal_util.py.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import subprocess
@@ -90,13 +91,13 @@ def cli(cwd: Path, *args: str | os.PathLike[str], env: Mapping[str, str] | None 
     return proc
 
 
-def cli_here(cwd: Path, *args: str | os.PathLike[str]) -> "subprocess.CompletedProcess[str]":
+def cli_here(cwd: Path, *args: str | os.PathLike[str], merged: bool = False) -> "subprocess.CompletedProcess[str]":
     """`chainlang ARGS` as `cli` runs it, but in this process (click's CliRunner, in `cwd`,
     the environment `clean_env()` makes): for tests of what a command does rather than of
     the process, where a cold start (~0.5 s with the store's imports) a command is most of
     the test's time. The test fails when the command raised (a traceback, §10). Not for
     runs on Temporal (the command ends its process after talking to Temporal: cli/main.py)
-    nor for runs a tool kills."""
+    nor for runs a tool kills. `merged`: as for `cli`, stdout is both, in the order written."""
     from click.testing import CliRunner
 
     from chainlang.cli import run as cli_run
@@ -107,9 +108,13 @@ def cli_here(cwd: Path, *args: str | os.PathLike[str]) -> "subprocess.CompletedP
     before, stay = os.getcwd(), cli_run.IN_PROCESS
     os.chdir(cwd)
     cli_run.IN_PROCESS = True  # a tool's thread left running must not make the command end this process
+    # a command that hangs ends this process (a crashed worker, every thread's stack printed) after
+    # TIMEOUT, as `cli` fails it: never a suite that hangs
+    faulthandler.dump_traceback_later(TIMEOUT, exit=True)
     try:
         outcome = CliRunner(env=env).invoke(main, [str(a) for a in args], catch_exceptions=True)
     finally:
+        faulthandler.cancel_dump_traceback_later()
         cli_run.IN_PROCESS = stay
         os.chdir(before)
     if outcome.exception is not None and not isinstance(outcome.exception, SystemExit):
@@ -117,9 +122,9 @@ def cli_here(cwd: Path, *args: str | os.PathLike[str]) -> "subprocess.CompletedP
 
         pytest.fail(f"chainlang {' '.join(map(str, args))} raised:\n"
                     + "".join(traceback.format_exception(outcome.exception)))
-    proc = subprocess.CompletedProcess(["chainlang", *map(str, args)], outcome.exit_code, outcome.stdout,
-                                       outcome.stderr)
-    assert "Traceback" not in proc.stdout + proc.stderr, show(proc)
+    proc = subprocess.CompletedProcess(["chainlang", *map(str, args)], outcome.exit_code,
+                                       outcome.output if merged else outcome.stdout, None if merged else outcome.stderr)
+    assert "Traceback" not in outcome.output, show(proc)
     return proc
 
 

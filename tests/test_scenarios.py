@@ -5,7 +5,8 @@ in a temporary copy, turn after turn, with the clock pinned.
 docs/guides/assistant.md is the script. Each `## N.` section of the page is scenario N;
 its ```text blocks are sessions: lines starting with `$ ` are commands (`chainlang ...`, or
 `cat FILE`), run in the project in order, and the lines after a command are what it
-prints (stdout and stderr together). The section "The world" is run first, once, and every
+prints (stdout and stderr together; the commands run in the test's process, through the
+CLI's own entry point: `helpers.cli_here`). The section "The world" is run first, once, and every
 scenario starts from a copy of the project it leaves. What changes from run to run is not
 compared: durations, run ids, and the ids derived from them (threads and tasks:
 `thread-0123456789ab`), which are matched by order of first appearance, so that a command
@@ -109,7 +110,7 @@ def rewrite(blocks: list[Block], outputs: list[list[tuple[str, str]]]) -> None:
 
 
 # what a session printed, stdout and stderr in the order written (merged=False: apart)
-cli = partial(helpers.cli, merged=True)
+cli = partial(helpers.cli_here, merged=True)
 
 
 def _siblings(line: str) -> str | None:
