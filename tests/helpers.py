@@ -91,20 +91,22 @@ def cli(cwd: Path, *args: str | os.PathLike[str], env: Mapping[str, str] | None 
     return proc
 
 
-def cli_here(cwd: Path, *args: str | os.PathLike[str], merged: bool = False) -> "subprocess.CompletedProcess[str]":
+def cli_here(cwd: Path, *args: str | os.PathLike[str], merged: bool = False,
+             env: Mapping[str, str | None] | None = None) -> "subprocess.CompletedProcess[str]":
     """`chainlang ARGS` as `cli` runs it, but in this process (click's CliRunner, in `cwd`,
     the environment `clean_env()` makes): for tests of what a command does rather than of
     the process, where a cold start (~0.5 s with the store's imports) a command is most of
     the test's time. The test fails when the command raised (a traceback, §10). Not for
     runs on Temporal (the command ends its process after talking to Temporal: cli/main.py)
-    nor for runs a tool kills. `merged`: as for `cli`, stdout is both, in the order written."""
+    nor for runs a tool kills. `merged`: as for `cli`, stdout is both, in the order written.
+    `env`: variables set (None: removed) for the command, beside `clean_env()`'s."""
     from click.testing import CliRunner
 
     from chainlang.cli import run as cli_run
     from chainlang.cli.main import main
 
-    env: dict[str, str | None] = {name: None for name in _NOT_INHERITED}
-    env.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
+    changed: dict[str, str | None] = {name: None for name in _NOT_INHERITED}
+    changed.update(NO_COLOR="1", PYTHONIOENCODING="utf-8", **(env or {}))
     before, stay = os.getcwd(), cli_run.IN_PROCESS
     os.chdir(cwd)
     cli_run.IN_PROCESS = True  # a tool's thread left running must not make the command end this process
@@ -112,7 +114,7 @@ def cli_here(cwd: Path, *args: str | os.PathLike[str], merged: bool = False) -> 
     # TIMEOUT, as `cli` fails it: never a suite that hangs
     faulthandler.dump_traceback_later(TIMEOUT, exit=True)
     try:
-        outcome = CliRunner(env=env).invoke(main, [str(a) for a in args], catch_exceptions=True)
+        outcome = CliRunner(env=changed).invoke(main, [str(a) for a in args], catch_exceptions=True)
     finally:
         faulthandler.cancel_dump_traceback_later()
         cli_run.IN_PROCESS = stay

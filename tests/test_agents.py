@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests import helpers
-from tests.helpers import clean_env, cli
+from tests.helpers import clean_env, cli, cli_here
 
 NOW = "2026-11-23T10:00:00+00:00"
 KEY_ENV = "CHAINLANG_TEST_AGENT_KEY"
@@ -79,8 +79,9 @@ def write(project: Path, name: str, text: str) -> str:
 
 def run(project: Path, chain: str, *args: str, code: int = 0, transcript: str = "run.jsonl",
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    proc = cli(project, "run", chain, "--now", NOW, "--json", "--progress", "quiet", "--transcript", transcript,
-               *args, env=clean_env(**env) if env else None)
+    args = ("run", chain, "--now", NOW, "--json", "--progress", "quiet", "--transcript", transcript, *args)
+    # in this process, but for a run a tool kills (`code=-9`)
+    proc = cli(project, *args, env=clean_env(**env) if env else None) if code < 0 else cli_here(project, *args, env=env)
     assert proc.returncode == code, proc.stdout + proc.stderr
     return proc
 

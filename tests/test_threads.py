@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli_here
 
 NOW = "2026-11-23T10:00:00+00:00"
 SECRET = "sk-abcdefghijklmnop1234567890"
@@ -31,7 +31,7 @@ def step(project: Path, event: str, params: dict[str, Any], *, now: str = NOW,
     """Run a chain of one step (its result as the output `r`) with the clock pinned."""
     chain = {"steps": [{event: params}], "outputs": {"r": "{" + event + "}"}}
     (project / "s.chain.yaml").write_text(json.dumps(chain), encoding="utf-8")
-    proc = cli(project, "run", "s.chain.yaml", "--now", now, "--json")
+    proc = cli_here(project, "run", "s.chain.yaml", "--now", now, "--json")
     assert (proc.returncode == 0) is ok, proc.stderr
     return proc
 
