@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import clean_env, cli, show
+from tests.helpers import cli_here, show
 
 NOW = "2026-11-23T10:00:00+00:00"
 TOML = """\
@@ -47,7 +47,7 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "chainlang.toml").write_text(TOML, encoding="utf-8")
     (tmp_path / "answers.yaml").write_text(RULES, encoding="utf-8")
     (tmp_path / "lib").mkdir()
-    made = cli(tmp_path, "threads", "create", "day-1", "--summary", "Planning the day")
+    made = cli_here(tmp_path, "threads", "create", "day-1", "--summary", "Planning the day")
     assert made.returncode == 0, show(made)
     return tmp_path
 
@@ -58,15 +58,15 @@ def write(project: Path, name: str, text: str) -> str:
 
 
 def thread_events(project: Path, thread: str) -> list[dict[str, Any]]:
-    shown = cli(project, "threads", "show", thread, "--json")
+    shown = cli_here(project, "threads", "show", thread, "--json")
     assert shown.returncode == 0, show(shown)
     return list(json.loads(shown.stdout)["events"])
 
 
 def test_a_reply_is_shown_kept_on_the_thread_and_is_the_output(project: Path) -> None:
     name = write(project, "turn.chain.yaml", TURN)
-    assert cli(project, "check", name).returncode == 0
-    proc = cli(project, "run", name, "--input", "thread_id=day-1", "--json", "--progress", "plain", "--now", NOW)
+    assert cli_here(project, "check", name).returncode == 0
+    proc = cli_here(project, "run", name, "--input", "thread_id=day-1", "--json", "--progress", "plain", "--now", NOW)
     assert proc.returncode == 0, show(proc)
     message = "You have two meetings today.\n\nThe first is at 10:00."
     assert json.loads(proc.stdout) == {"reply": message}
@@ -87,7 +87,7 @@ def test_a_run_on_no_thread_replies_all_the_same_even_when_quiet(project: Path) 
           - tools.now: {}
           - agent.reply: {message: "It is {tools.now.weekday}."}
         """)
-    proc = cli(project, "run", name, "--progress", "quiet", "--now", NOW)
+    proc = cli_here(project, "run", name, "--progress", "quiet", "--now", NOW)
     assert proc.returncode == 0, show(proc)
     assert 'reply: "It is Monday."' in proc.stdout.splitlines()  # the run's outputs
     assert "reply: It is Monday." in proc.stderr.splitlines()  # shown, even with no progress
@@ -126,11 +126,11 @@ def test_only_a_chain_that_ends_with_a_reply_and_declares_no_outputs_gets_one(pr
         - agent.reply: {message: "never"}
           if: "tools.now.year < 2000"
         """)
-    checked = cli(project, "check", caller, declared, not_last, skipped)
+    checked = cli_here(project, "check", caller, declared, not_last, skipped)
     assert checked.returncode == 0, show(checked)
     outputs = {}
     for name in (caller, declared, not_last, skipped):
-        proc = cli(project, "run", name, "--json", "--progress", "quiet", "--now", NOW)
+        proc = cli_here(project, "run", name, "--json", "--progress", "quiet", "--now", NOW)
         assert proc.returncode == 0, show(proc)
         outputs[name] = json.loads(proc.stdout)
     assert outputs == {caller: {"called": "About taxes: done."}, declared: {}, not_last: {}, skipped: {"reply": None}}
@@ -141,7 +141,7 @@ def test_only_a_chain_that_ends_with_a_reply_and_declares_no_outputs_gets_one(pr
         outputs:
           x: "{my.answer.replied}"
         """)
-    found = json.loads(cli(project, "check", "--format", "json", wrong).stdout)
+    found = json.loads(cli_here(project, "check", "--format", "json", wrong).stdout)
     assert [d["rule"] for d in found] == ["CL026"], found  # ref-field: no such field
     assert "reply" in found[0]["message"] + (found[0].get("hint") or ""), found
 
@@ -151,7 +151,7 @@ def test_a_secret_in_a_reply_needs_expose_and_is_masked(project: Path) -> None:
         steps:
           - agent.reply: {message: "the token is {secrets.crm_token}"}
         """)
-    proc = cli(project, "check", "--format", "json", leak)
+    proc = cli_here(project, "check", "--format", "json", leak)
     assert proc.returncode == 1, show(proc)
     found = [d for d in json.loads(proc.stdout) if d["rule"] == "CL066"]
     assert len(found) == 1, found
@@ -163,9 +163,9 @@ def test_a_secret_in_a_reply_needs_expose_and_is_masked(project: Path) -> None:
           - agent.reply: {message: "the token is {secrets.crm_token}"}
             expose: [crm_token]
         """)
-    assert cli(project, "check", exposed).returncode == 0
-    proc = cli(project, "run", exposed, "--json", "--thread", "day-1", "--progress", "plain",
-               env=clean_env(CRM_TOKEN="tok-5f9c2e81d7"))
+    assert cli_here(project, "check", exposed).returncode == 0
+    proc = cli_here(project, "run", exposed, "--json", "--thread", "day-1", "--progress", "plain",
+               env={"CRM_TOKEN": "tok-5f9c2e81d7"})
     assert proc.returncode == 0, show(proc)
     assert json.loads(proc.stdout) == {"reply": "the token is ***"}
     assert "reply: the token is ***" in proc.stderr.splitlines()
@@ -179,7 +179,7 @@ def test_a_reply_without_a_message_is_refused_by_the_checker(project: Path) -> N
           - agent.reply: {message: ""}
           - agent.reply: {text: "hi"}
         """)
-    proc = cli(project, "check", "--format", "json", name)
+    proc = cli_here(project, "check", "--format", "json", name)
     assert proc.returncode == 1, show(proc)
     found = {(d["line"], d["rule"], d["message"]) for d in json.loads(proc.stdout)}
     assert (2, "CL015", "param 'message' of agent.reply: '' should be non-empty") in found, found

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import cli
+from tests.helpers import cli, cli_here
 
 ASK = """\
 chain: mail.confirm
@@ -91,7 +91,7 @@ def waits(root: Path) -> list[Any]:
 
 def test_an_answer_on_the_command_line_is_delivered_and_recorded_as_any_answer(tmp_path: Path) -> None:
     root = project(tmp_path, ask=ASK)
-    ran = cli(root, "run", "ask.chain.yaml", "--answer", "confirm=yes", "--json")
+    ran = cli_here(root, "run", "ask.chain.yaml", "--answer", "confirm=yes", "--json")
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"answer": "yes", "by": "--answer"}
     assert "sending" in ran.stderr  # the branch the answer chose ran
@@ -108,12 +108,12 @@ def test_an_answer_on_the_command_line_is_delivered_and_recorded_as_any_answer(t
 
 def test_an_answer_names_its_step_by_id_or_path_and_is_json_when_it_parses(tmp_path: Path) -> None:
     root = project(tmp_path, ask=ASK, count=THEN_WAIT)
-    by_path = cli(root, "run", "ask.chain.yaml", "--answer", "1=no", "--json")
+    by_path = cli_here(root, "run", "ask.chain.yaml", "--answer", "1=no", "--json")
     assert by_path.returncode == 0, by_path.stderr
     assert json.loads(by_path.stdout)["answer"] == "no"
     assert "sending" not in by_path.stderr
     # 3 is JSON: the integer the schema wants (the text "3" would be refused)
-    counted = cli(root, "run", "count.chain.yaml", "--answer", "count=3", "--detach")
+    counted = cli_here(root, "run", "count.chain.yaml", "--answer", "count=3", "--detach")
     assert counted.returncode == 4, counted.stderr  # then it waits for go.on
     [row] = [w for w in waits(root) if w.step == "1" and w.event == "user.answered" and w.payload
              and w.payload["answer"] == 3]
@@ -122,21 +122,21 @@ def test_an_answer_names_its_step_by_id_or_path_and_is_json_when_it_parses(tmp_p
 
 def test_an_answer_outside_the_choices_is_refused_before_the_run_starts(tmp_path: Path) -> None:
     root = project(tmp_path, ask=ASK)
-    ran = cli(root, "run", "ask.chain.yaml", "--answer", "confirm=maybe")
+    ran = cli_here(root, "run", "ask.chain.yaml", "--answer", "confirm=maybe")
     assert ran.returncode == 2
     assert 'not one of the choices of the user.ask confirm (line 3): "yes", "no"' in ran.stderr, ran.stderr
     assert transcripts(root) == []  # nothing ran, nothing written
     schema = project(tmp_path / "s", count=THEN_WAIT)
     # a schema is checked when it asks (like an emitted answer): the step fails before waiting
-    refused = cli(schema, "run", "count.chain.yaml", "--answer", "count=0")
+    refused = cli_here(schema, "run", "count.chain.yaml", "--answer", "count=0")
     assert refused.returncode == 1, refused.stderr
     assert "--answer count=0: the answer does not match the schema of question" in refused.stderr, refused.stderr
 
 
 def test_an_answer_outside_choices_known_when_it_asks_fails_the_step_before_it_waits(tmp_path: Path) -> None:
     root = project(tmp_path, pick=CHOICES_FROM_INPUT)
-    # without the check the run would wait an hour for another answer: cli() fails the test long before
-    ran = cli(root, "run", "pick.chain.yaml", "--answer", "colour=blue")
+    # without the check the run would wait an hour for another answer: cli_here() fails the test long before
+    ran = cli_here(root, "run", "pick.chain.yaml", "--answer", "colour=blue")
     assert ran.returncode == 1
     assert "--answer colour=\"blue\": answer 'blue' is not one of the choices of question q-" in ran.stderr, ran.stderr
     [transcript] = transcripts(root)
@@ -145,46 +145,46 @@ def test_an_answer_outside_choices_known_when_it_asks_fails_the_step_before_it_w
     assert (failed["status"], failed["error"]["type"]) == ("failed", "params")
     [row] = waits(root)
     assert (row.status, row.finished_at is not None) == ("cancelled", True)  # nothing left waiting in the store
-    chosen = cli(root, "run", "pick.chain.yaml", "--answer", "colour=green", "--json")
+    chosen = cli_here(root, "run", "pick.chain.yaml", "--answer", "colour=green", "--json")
     assert chosen.returncode == 0 and json.loads(chosen.stdout) == {"colour": "green"}, chosen.stderr
 
 
 def test_an_answer_naming_no_user_ask_step_is_a_usage_error(tmp_path: Path) -> None:
     root = project(tmp_path, ask=ASK, quiet=NO_ASK)
-    unknown = cli(root, "run", "ask.chain.yaml", "--answer", "confrim=yes")
+    unknown = cli_here(root, "run", "ask.chain.yaml", "--answer", "confrim=yes")
     assert unknown.returncode == 2
     assert ("--answer confrim: no user.ask step with that id or path in chain mail.confirm (and the chains it "
             "calls); its user.ask steps: confirm") in unknown.stderr, unknown.stderr
-    none = cli(root, "run", "quiet.chain.yaml", "--answer", "confirm=yes")
+    none = cli_here(root, "run", "quiet.chain.yaml", "--answer", "confirm=yes")
     assert none.returncode == 2 and "(it asks nothing)" in none.stderr, none.stderr
-    shapeless = cli(root, "run", "ask.chain.yaml", "--answer", "yes")
+    shapeless = cli_here(root, "run", "ask.chain.yaml", "--answer", "yes")
     assert shapeless.returncode == 2 and "--answer 'yes': expected ID=VALUE" in shapeless.stderr, shapeless.stderr
-    twice = cli(root, "run", "ask.chain.yaml", "--answer", "confirm=yes", "--answer", "confirm=no")
+    twice = cli_here(root, "run", "ask.chain.yaml", "--answer", "confirm=yes", "--answer", "confirm=no")
     assert twice.returncode == 2 and "--answer confirm is given twice" in twice.stderr, twice.stderr
     assert transcripts(root) == []
 
 
 def test_a_resume_replays_the_recorded_answer_and_resume_answers_too(tmp_path: Path) -> None:
     root = project(tmp_path, count=THEN_WAIT)
-    first = cli(root, "run", "count.chain.yaml", "--answer", "count=2", "--detach")
+    first = cli_here(root, "run", "count.chain.yaml", "--answer", "count=2", "--detach")
     assert first.returncode == 4, first.stderr
     assert "waits at step 2 for go.on" in first.stderr
     [transcript] = transcripts(root)
-    emitted = cli(root, "emit", "go.on", "--data", '{"n": 7}')
+    emitted = cli_here(root, "emit", "go.on", "--data", '{"n": 7}')
     assert emitted.returncode == 0, emitted.stderr
-    resumed = cli(root, "resume", str(transcript), "--json")  # no --answer: the transcript has it
+    resumed = cli_here(root, "resume", str(transcript), "--json")  # no --answer: the transcript has it
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == {"count": 2, "by": "--answer", "n": 7}
     assert len(records(transcript, "wait_finished")) == 2  # the answer was not asked for again
 
     # a run that stopped at the question is answered by resume --answer
     second = project(tmp_path / "again", count=THEN_WAIT)
-    asked = cli(second, "run", "count.chain.yaml", "--detach")
+    asked = cli_here(second, "run", "count.chain.yaml", "--detach")
     assert asked.returncode == 4 and "question q-" in asked.stderr, asked.stderr
     [waiting] = transcripts(second)
-    wrong = cli(second, "resume", str(waiting), "--answer", "later=1")
+    wrong = cli_here(second, "resume", str(waiting), "--answer", "later=1")
     assert wrong.returncode == 2 and "its user.ask steps: count" in wrong.stderr, wrong.stderr
-    answered = cli(second, "resume", str(waiting), "--answer", "count=5", "--detach")
+    answered = cli_here(second, "resume", str(waiting), "--answer", "count=5", "--detach")
     assert answered.returncode == 4, answered.stderr  # answered; now it waits for go.on
     [asked_row] = [w for w in waits(second) if w.event == "user.answered"]
     assert (asked_row.status, asked_row.payload["answer"], asked_row.payload["by"]) == ("delivered", 5, "--answer")
@@ -203,15 +203,15 @@ outputs:
 def test_a_question_in_a_called_chain_is_answered_and_detaches_as_waiting(tmp_path: Path) -> None:
     root = project(tmp_path, ask=ASK, parent=PARENT)
     # the id is looked for in the chains it calls too
-    answered = cli(root, "run", "parent.chain.yaml", "--answer", "confirm=no", "--json")
+    answered = cli_here(root, "run", "parent.chain.yaml", "--answer", "confirm=no", "--json")
     assert answered.returncode == 0, answered.stderr
     assert json.loads(answered.stdout) == {"answer": "no"}
     # unanswered, --detach ends the run as waiting at the sub-chain's step (it failed the calling step before)
-    detached = cli(root, "run", "parent.chain.yaml", "--detach")
+    detached = cli_here(root, "run", "parent.chain.yaml", "--detach")
     assert detached.returncode == 4, detached.stderr
     assert "waits at step 1/1 for user.answered" in detached.stderr, detached.stderr
     waiting = [t for t in transcripts(root) if records(t, "run_finished")[-1]["status"] == "waiting"]
-    resumed = cli(root, "resume", str(waiting[0]), "--answer", "confirm=yes", "--json")
+    resumed = cli_here(root, "resume", str(waiting[0]), "--answer", "confirm=yes", "--json")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == {"answer": "yes"}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli_here
 
 TOOLS = """\
 from chainlang import event
@@ -49,7 +49,7 @@ def check(project: Path, text: str, name: str = "c.chain.yaml", *paths: str) -> 
     """The diagnostics of `chainlang check --format json` on `text` (saved as `name`)."""
     (project / name).parent.mkdir(parents=True, exist_ok=True)
     (project / name).write_text(text, encoding="utf-8")
-    proc = cli(project, "check", "--format", "json", *(paths or (name,)))
+    proc = cli_here(project, "check", "--format", "json", *(paths or (name,)))
     assert proc.returncode in (0, 1), proc.stderr
     items: list[dict[str, Any]] = json.loads(proc.stdout)
     assert (proc.returncode == 1) == any(d["severity"] == "error" for d in items)
@@ -251,16 +251,16 @@ def test_the_bounds_are_allowed_and_a_misspelling_is_named(project: Path) -> Non
 
 
 def test_the_schema_and_the_graph_know_the_budgets(project: Path) -> None:
-    schema = json.loads(cli(project, "schema").stdout)
+    schema = json.loads(cli_here(project, "schema").stdout)
     limits = schema["definitions"]["limits"]["properties"]
     assert (limits["max_model_calls"]["minimum"], limits["max_model_calls"]["maximum"]) == (1, 1_000_000)
     assert (limits["max_tokens"]["minimum"], limits["max_tokens"]["maximum"]) == (1, 100_000_000)
     (project / "g.chain.yaml").write_text("limits: {max_model_calls: 5, max_tokens: 900}\nsteps: [llm.ask]\n",
                                           encoding="utf-8")
-    graph = json.loads(cli(project, "graph", "--format", "json", "g.chain.yaml").stdout)
+    graph = json.loads(cli_here(project, "graph", "--format", "json", "g.chain.yaml").stdout)
     assert graph["limits"]["max_model_calls"] == 5 and graph["limits"]["max_tokens"] == 900
     (project / "g.chain.yaml").write_text("steps: [llm.ask]\n", encoding="utf-8")
-    graph = json.loads(cli(project, "graph", "--format", "json", "g.chain.yaml").stdout)
+    graph = json.loads(cli_here(project, "graph", "--format", "json", "g.chain.yaml").stdout)
     assert graph["limits"]["max_model_calls"] is None and graph["limits"]["max_tokens"] is None
 
 
@@ -272,13 +272,13 @@ def test_a_tool_declares_model_calls_as_a_whole_number(project: Path, value: str
     (project / "tools.py").write_text(TOOLS + f"\n\n@event('llm.odd', model_calls={value})\ndef odd() -> dict:\n"
                                       "    return {}\n", encoding="utf-8")
     (project / "c.chain.yaml").write_text("steps: [llm.ask]\n", encoding="utf-8")
-    proc = cli(project, "check", "c.chain.yaml")
+    proc = cli_here(project, "check", "c.chain.yaml")
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert "model_calls= must be a whole number >= 0" in line and "llm.odd" in line
 
 
 def test_describe_shows_the_model_calls_effect(project: Path) -> None:
-    proc = cli(project, "describe", "--json", "llm.vote")
+    proc = cli_here(project, "describe", "--json", "llm.vote")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["effects"]["model_calls"] == 3

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli_here
 
 NOW = "2026-11-23T10:00:00+00:00"
 
@@ -30,7 +30,7 @@ def step(root: Path, event: str, params: dict[str, Any]) -> subprocess.Completed
     (root / "t.jsonl").unlink(missing_ok=True)  # the transcript of the last step only
     for extra in root.glob("t.jsonl.*"):
         extra.unlink()
-    return cli(root, "run", "s.chain.yaml", "--now", NOW, "--json", "--transcript", "t.jsonl")
+    return cli_here(root, "run", "s.chain.yaml", "--now", NOW, "--json", "--transcript", "t.jsonl")
 
 
 def model_calls(root: Path) -> list[dict[str, Any]]:
@@ -78,7 +78,7 @@ def test_summarize_asks_the_tier_masks_and_bounds_the_summary(tmp_path: Path) ->
     summary = json.loads(proc.stdout)["r"]["summary"]
     assert summary.startswith("Planning the Q2 launch") and "hunter2" not in summary and "***" in summary
     assert [c["task"] for c in model_calls(root)] == ["summarize"]
-    shown = json.loads(cli(root, "threads", "show", thread, "--json").stdout)
+    shown = json.loads(cli_here(root, "threads", "show", thread, "--json").stdout)
     assert "hunter2" not in json.dumps(shown) and shown["summary"] == summary
 
 
@@ -92,7 +92,7 @@ def test_an_empty_summary_fails_the_step(tmp_path: Path) -> None:
 def test_memory_needs_a_tier(tmp_path: Path) -> None:
     (tmp_path / "chainlang.toml").write_text('[models]\nmemory = "fast"\n', encoding="utf-8")
     (tmp_path / "s.chain.yaml").write_text("steps:\n  - thread.match: {message: hi}\n", encoding="utf-8")
-    proc = cli(tmp_path, "run", "s.chain.yaml")
+    proc = cli_here(tmp_path, "run", "s.chain.yaml")
     assert proc.returncode == 2 and "memory = 'fast' but no model tier is configured" in proc.stderr, proc.stderr
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli_here
 
 INBOX = """\
 events:
@@ -36,7 +36,7 @@ steps:
 
 
 def listed(cwd: Path) -> list[dict[str, Any]]:
-    proc = cli(cwd, "tasks", "list", "--json")
+    proc = cli_here(cwd, "tasks", "list", "--json")
     assert proc.returncode == 0, proc.stderr
     return list(json.loads(proc.stdout)["tasks"])
 
@@ -53,32 +53,32 @@ SARAH = '{"sender": "Sarah Lee", "subject": "Q1 budget"}'
 
 
 def test_a_registered_hook_fires_on_a_later_emit_with_what_it_captured(project: Path) -> None:
-    assert cli(project, "tasks", "list").stdout.strip() == "no stored tasks"  # and no store is created for that
+    assert cli_here(project, "tasks", "list").stdout.strip() == "no stored tasks"  # and no store is created for that
     assert not (project / ".chainlang" / "store.db").exists()
-    ran = cli(project, "run", "automate.chain.yaml", "--now", "2026-11-20T09:00:00+01:00")
+    ran = cli_here(project, "run", "automate.chain.yaml", "--now", "2026-11-20T09:00:00+01:00")
     assert ran.returncode == 0, ran.stderr
     tasks = listed(project)
     assert [(t["type"], t["status"], t["trigger"]) for t in tasks] == [("hook", "active", "post:email.received")]
-    fired = cli(project, "emit", "email.received", "--data", SARAH)
+    fired = cli_here(project, "emit", "email.received", "--data", SARAH)
     assert fired.returncode == 0, fired.stderr
     assert f"✓ {tasks[0]['task_id']} ok" in fired.stdout
     # the action read the registering run's clock (captured when task.register ran), not today's
     assert "Budget mail from Sarah Lee (watching since 2026-11-20)" in fired.stderr
-    quiet = cli(project, "emit", "email.received", "--data", '{"sender": "Tom", "subject": "lunch"}')
+    quiet = cli_here(project, "emit", "email.received", "--data", '{"sender": "Tom", "subject": "lunch"}')
     assert quiet.returncode == 0 and "no hook fired" in quiet.stdout
 
 
 def test_cancelling_stops_the_hook(project: Path) -> None:
-    assert cli(project, "run", "automate.chain.yaml").returncode == 0
+    assert cli_here(project, "run", "automate.chain.yaml").returncode == 0
     (task,) = listed(project)
     (project / "stop.chain.yaml").write_text(
         f"steps:\n  - task.cancel: {{task_id: {task['task_id']}}}\n  - task.list: {{status: archived}}\n"
         "outputs:\n  archived: \"{task.list.tasks | length}\"\n", encoding="utf-8")
-    stopped = cli(project, "run", "stop.chain.yaml", "--json")
+    stopped = cli_here(project, "run", "stop.chain.yaml", "--json")
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout) == {"archived": 1}
-    assert "no hook fired" in cli(project, "emit", "email.received", "--data", SARAH).stdout
-    again = cli(project, "run", "stop.chain.yaml")  # cancelling an archived task changes nothing
+    assert "no hook fired" in cli_here(project, "emit", "email.received", "--data", SARAH).stdout
+    again = cli_here(project, "run", "stop.chain.yaml")  # cancelling an archived task changes nothing
     assert again.returncode == 0, again.stderr
 
 
@@ -89,7 +89,7 @@ def test_a_hook_that_does_not_check_in_the_project_is_not_stored(project: Path) 
         "events:\n  chat.message:\n    description: x\n    payload: {type: object, properties: {text: {type: string}}}\n"
         "steps:\n  - task.register:\n      trigger: post:chat.message\n      action:\n"
         "        - user.notify: {message: \"{text}\"}\n", encoding="utf-8")
-    ran = cli(project, "run", "own.chain.yaml")
+    ran = cli_here(project, "run", "own.chain.yaml")
     assert ran.returncode == 1
     assert "the hook does not check, so it was not stored" in ran.stderr and "chat.message" in ran.stderr
     assert "Traceback" not in ran.stderr
@@ -100,8 +100,8 @@ def test_an_id_in_use_fails_the_step(project: Path) -> None:
     (project / "named.chain.yaml").write_text(
         "steps:\n  - task.register:\n      id: sarah-budget\n      trigger: post:email.received\n      action:\n"
         "        - user.notify: {message: \"{subject}\"}\n", encoding="utf-8")
-    assert cli(project, "run", "named.chain.yaml").returncode == 0
-    second = cli(project, "run", "named.chain.yaml")
+    assert cli_here(project, "run", "named.chain.yaml").returncode == 0
+    second = cli_here(project, "run", "named.chain.yaml")
     assert second.returncode == 1 and "a task with id 'sarah-budget' exists already" in second.stderr
     assert [t["task_id"] for t in listed(project)] == ["sarah-budget"]
 
@@ -127,25 +127,25 @@ def test_stored_hooks_are_in_force_for_runs_and_checked_with_them(project: Path)
     (project / "tag.chain.yaml").write_text(
         "steps:\n  - task.register:\n      trigger: pre:user.notify\n      condition: message == 'plain'\n"
         "      max_depth: 1\n      action:\n        - user.notify: {message: \"tagged {message}\"}\n", encoding="utf-8")
-    assert cli(project, "run", "tag.chain.yaml").returncode == 0
-    ran = cli(project, "run", "send.chain.yaml")
+    assert cli_here(project, "run", "tag.chain.yaml").returncode == 0
+    ran = cli_here(project, "run", "send.chain.yaml")
     assert ran.returncode == 0, ran.stderr
     assert "tagged plain" in ran.stderr and "hook:" in ran.stderr
-    assert cli(project, "check", "send.chain.yaml").returncode == 0
+    assert cli_here(project, "check", "send.chain.yaml").returncode == 0
 
 
 def test_tasks_command_errors(project: Path) -> None:
-    assert cli(project, "run", "automate.chain.yaml").returncode == 0
+    assert cli_here(project, "run", "automate.chain.yaml").returncode == 0
     (task,) = listed(project)
-    shown = cli(project, "tasks", "show", task["task_id"], "--json")
+    shown = cli_here(project, "tasks", "show", task["task_id"], "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout)["definition"]["hook"]["trigger"] == "post:email.received"
     for args, message in ((("show", "nope"), "no task 'nope'"), (("retry", task["task_id"]), "only a dead task"),
                           (("cancel",), "needs a TASK_ID")):
-        proc = cli(project, "tasks", *args)
+        proc = cli_here(project, "tasks", *args)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-    assert cli(project, "tasks", "cancel", task["task_id"]).stdout.strip() == f"{task['task_id']}: archived"
+    assert cli_here(project, "tasks", "cancel", task["task_id"]).stdout.strip() == f"{task['task_id']}: archived"
     assert listed(project)[0]["status"] == "archived"
-    assert cli(project, "tasks", "list", "--status", "active").stdout.strip() == "no stored tasks with status active"
+    assert cli_here(project, "tasks", "list", "--status", "active").stdout.strip() == "no stored tasks with status active"
 
 
 def test_seed_case_6_a_chain_registers_the_hook_and_the_meeting_is_booked_once(tmp_path: Path) -> None:
@@ -168,9 +168,9 @@ steps:
         - calendar.create: {type: meeting, attendees: [Sarah], duration: 30m, title: Budget Discussion}
         - user.notify: {message: "Scheduled budget meeting with Sarah at {calendar.create.start}"}
 """, encoding="utf-8")
-    assert cli(tmp_path, "run", "automate.chain.yaml").returncode == 0
+    assert cli_here(tmp_path, "run", "automate.chain.yaml").returncode == 0
     for _ in range(2):
-        fired = cli(tmp_path, "emit", "email.received", "--id", "msg-42", "--now", "2026-11-20T16:50:00+01:00",
+        fired = cli_here(tmp_path, "emit", "email.received", "--id", "msg-42", "--now", "2026-11-20T16:50:00+01:00",
                     "--data", '{"sender": "Sarah Lee", "subject": "Q1 budget review"}')
         assert fired.returncode == 0, fired.stderr
     assert "already processed" in fired.stderr
