@@ -122,11 +122,11 @@ def waits_store(root: Path, config: Any = _UNREAD, event: str | None = None) -> 
     """The project's store, for the waits an emit delivers to; None when it has none (a
     wait is recorded in the store before its run waits: without one, nothing waits), or,
     the first time a process asks with the `event`, when no run waits for it (asked of an
-    SQLite file without opening the store: store/peek.py). Kept open for the process (opening it, checking its schema
-    and compiling the query again were about 10 ms of CPU an emit); opened again when its
-    file was replaced, or in a forked child. `config`: the project's configuration
-    (ProjectConfig, or None without a chainlang.toml) when the caller holds it; else
-    chainlang.toml is read again."""
+    SQLite file without opening the store: store/peek.py). Kept open for the process
+    (opening it, checking its schema and compiling the query again were about 10 ms of CPU
+    an emit); opened again when its file was replaced, or in a forked child. `config`: the
+    project's configuration (ProjectConfig, or None without a chainlang.toml) when the
+    caller holds it; else chainlang.toml is read again."""
     from chainlang.tasks.stored import STORE_FILE, find_store, project_store
 
     key = (str(root), os.getpid())
