@@ -1,5 +1,6 @@
-"""What the end-to-end tests share: the `chainlang` command in a subprocess, and the
-transcripts it writes, read back.
+"""What the end-to-end tests share: the `chainlang` command in a subprocess (`cli`) or
+through the CLI's entry point in the test's own process (`cli_here`), and the transcripts it
+writes, read back.
 
 Import these from here (`from tests.helpers import cli, records`); tests/conftest.py
 holds the fixtures every test file may ask for by name (`spawned`, `sarif_validator`).
