@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli_here
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gates"
 TASK = "TASK-2026-11-28-001"
@@ -52,23 +52,23 @@ def until_passed(deadline: str, within: float = 30.0) -> None:
 
 
 def test_the_gate_example_checks_clean() -> None:
-    checked = cli(EXAMPLE, "check", ".", "--format", "json")
+    checked = cli_here(EXAMPLE, "check", ".", "--format", "json")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert json.loads(checked.stdout) == []  # no warning either: every wait has its timeout
 
 
 def test_the_review_of_its_task_passes_the_gate(tmp_path: Path) -> None:
     root = copy(tmp_path)
-    waiting = cli(root, "run", "review.chain.yaml", "--input", f"task_id={TASK}", "--detach",
+    waiting = cli_here(root, "run", "review.chain.yaml", "--input", f"task_id={TASK}", "--detach",
                   "--transcript", ".chainlang/runs/gate.jsonl")
     assert waiting.returncode == 4, waiting.stderr
     assert "waits at step 2 for review.approved" in waiting.stderr
-    other = cli(root, "emit", "review.approved", "--data", '{"task_id": "TASK-2026-11-28-002", "approved": true}')
+    other = cli_here(root, "emit", "review.approved", "--data", '{"task_id": "TASK-2026-11-28-002", "approved": true}')
     assert other.returncode == 0, other.stderr  # another task's review: not this gate's
-    mine = cli(root, "emit", "review.approved", "--data",
+    mine = cli_here(root, "emit", "review.approved", "--data",
                json.dumps({"task_id": TASK, "approved": False, "reviewer": "maria"}))
     assert mine.returncode == 0, mine.stderr
-    done = cli(root, "resume", ".chainlang/runs/gate.jsonl", "--json")
+    done = cli_here(root, "resume", ".chainlang/runs/gate.jsonl", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"task_id": TASK, "approved": False, "reviewer": "maria", "escalated": False}
     assert "changes requested, the task goes back to in_progress" in done.stderr
@@ -77,20 +77,20 @@ def test_the_review_of_its_task_passes_the_gate(tmp_path: Path) -> None:
 @pytest.mark.slow  # several CLI processes and two deadlines
 def test_a_late_review_escalates_and_the_gate_waits_again(tmp_path: Path) -> None:
     root = copy(tmp_path, shorten=True)
-    first = cli(root, "run", "review.chain.yaml", "--input", f"task_id={TASK}", "--detach",
+    first = cli_here(root, "run", "review.chain.yaml", "--input", f"task_id={TASK}", "--detach",
                 "--transcript", ".chainlang/runs/gate.jsonl")
     assert first.returncode == 4, first.stderr
     until_passed(waiting_deadline(root))
     # the first wait timed out: escalation, then the second wait
-    escalated = cli(root, "resume", ".chainlang/runs/gate.jsonl", "--detach")
+    escalated = cli_here(root, "resume", ".chainlang/runs/gate.jsonl", "--detach")
     assert escalated.returncode == 4, escalated.stderr
     assert f"[warning] Review gate late: {TASK} has waited 2 days for review; the team lead" in escalated.stderr, \
         escalated.stderr
     assert "waits at step 3.then.2 for review.approved" in escalated.stderr
-    approved = cli(root, "emit", "review.approved", "--data",
+    approved = cli_here(root, "emit", "review.approved", "--data",
                    json.dumps({"task_id": TASK, "approved": True, "reviewer": "lead"}))
     assert approved.returncode == 0, approved.stderr
-    done = cli(root, "resume", ".chainlang/runs/gate.jsonl", "--json")
+    done = cli_here(root, "resume", ".chainlang/runs/gate.jsonl", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"task_id": TASK, "approved": True, "reviewer": "lead", "escalated": True}
     records = [json.loads(line) for line in (root / ".chainlang" / "runs" / "gate.jsonl").read_text().splitlines()]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from chainlang.pipeline import check_files, default_registry
 from chainlang.compile import compile_chain, hook_order
 from chainlang.expr import DataResolver
 from chainlang.compile.render import to_dot, to_json, to_mermaid
+from tests.helpers import cli_here
 
 pytestmark = pytest.mark.slow  # the fast tier (make test-fast) leaves it out
 
@@ -154,8 +154,7 @@ hooks:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env={"NO_COLOR": "1", "PATH": ""})
+    return cli_here(REPO, *args)
 
 
 @pytest.mark.parametrize("fmt", ["mermaid", "dot", "json"])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests import helpers
-from tests.helpers import clean_env, cli
+from tests.helpers import cli_here
 
 TOKEN = "crm-tok-5f1e9c2a77"  # no masking heuristic would spot it: only the run's secrets hide it
 NOW = "2026-11-23T10:00:00+00:00"
@@ -64,7 +64,7 @@ def write(project: Path, name: str, text: str) -> str:
 
 
 def check(project: Path, name: str) -> list[dict[str, Any]]:
-    proc = cli(project, "check", "--format", "json", name)
+    proc = cli_here(project, "check", "--format", "json", name)
     assert proc.returncode in (0, 1), proc.stderr
     return [d for d in json.loads(proc.stdout) if d["rule"] in ("CL066", "CL067")]
 
@@ -181,7 +181,7 @@ def test_expose_silences_the_flow_it_names(project: Path) -> None:
               prompt: "{secrets.crm_token}"
             expose: [secrets.crm_token]
         """)
-    proc = cli(project, "check", "--format", "json", name)
+    proc = cli_here(project, "check", "--format", "json", name)
     assert (proc.returncode, json.loads(proc.stdout)) == (0, []), proc.stdout + proc.stderr
 
 
@@ -216,7 +216,7 @@ def test_expose_must_be_names(project: Path) -> None:
           - user.notify: {message: "hi"}
             expose: []
         """)
-    proc = cli(project, "check", "--format", "json", name)
+    proc = cli_here(project, "check", "--format", "json", name)
     [found] = json.loads(proc.stdout)
     assert found["rule"] == "CL011" and "an empty expose lets nothing out" in found["message"]
 
@@ -339,8 +339,8 @@ def test_a_secret_that_a_pre_hook_sets_on_a_step(project: Path) -> None:
 
 
 def run(project: Path, chain: str, code: int) -> Any:
-    proc = cli(project, "run", chain, "--now", NOW, "--json", "--transcript", "run.jsonl",
-               env=clean_env(CRM_TOKEN=TOKEN))
+    proc = cli_here(project, "run", chain, "--now", NOW, "--json", "--transcript", "run.jsonl",
+               env={"CRM_TOKEN": TOKEN})
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert TOKEN not in proc.stdout + proc.stderr
     return proc

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli, show
+from tests.helpers import cli_here, show
 
 NOW = "2026-11-23T10:00:00+00:00"
 TOML = """\
@@ -35,7 +35,7 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "chainlang.toml").write_text(TOML, encoding="utf-8")
     (tmp_path / "answers.yaml").write_text(RULES, encoding="utf-8")
     for thread, summary in (("compete-001", "Competitor pricing"), ("meet-001", "The team meeting")):
-        made = cli(tmp_path, "threads", "create", thread, "--summary", summary)
+        made = cli_here(tmp_path, "threads", "create", thread, "--summary", summary)
         assert made.returncode == 0, show(made)
     return tmp_path
 
@@ -46,7 +46,7 @@ def write(project: Path, name: str, text: str) -> str:
 
 
 def run(project: Path, name: str, *args: str, code: int = 0) -> Any:
-    proc = cli(project, "run", name, "--json", "--progress", "plain", "--now", NOW, *args)
+    proc = cli_here(project, "run", name, "--json", "--progress", "plain", "--now", NOW, *args)
     assert proc.returncode == code, show(proc)
     return proc
 
@@ -70,7 +70,7 @@ def test_a_chain_reads_the_thread_its_input_names_and_a_value_of_its_own_thread(
                 {thread[inputs.thread_id].summary}: {thread[run.thread].analysis.message}
                 (see also {thread[inputs.other].summary | lower})
         """)
-    checked = cli(project, "check", name)
+    checked = cli_here(project, "check", name)
     assert checked.returncode == 0, show(checked)
     proc = run(project, name, "--input", "thread_id=compete-001")
     assert json.loads(proc.stdout) == {
@@ -109,7 +109,7 @@ def test_the_checker_types_the_computed_id(project: Path) -> None:
           - agent.reply: {message: "{thread[clock.hour | string].summary}"}
           - agent.reply: {message: "{thread['meet-' + clock.weekday].summary}"}
         """)
-    proc = cli(project, "check", "--format", "json", name)
+    proc = cli_here(project, "check", "--format", "json", name)
     assert proc.returncode == 1, show(proc)
     found = [(d["line"], d["rule"], d["message"], d["hint"]) for d in json.loads(proc.stdout)]
     assert found == [

@@ -15,7 +15,7 @@ import pytest
 from chainlang.journal.records import Record, RunFinished, RunStarted, WaitFinished, WaitStarted
 from chainlang.output.progress import PlainProgress, QuietProgress, RichProgress, make_progress
 from chainlang.redaction import Redactor
-from tests.helpers import cli, records, show
+from tests.helpers import cli_here, records, show
 from tests.report_util import dom, island
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -137,7 +137,7 @@ def test_a_view_that_is_not_told_of_waits_still_runs(tmp_path: Path) -> None:
         'chain: mail.ask\nsteps:\n  - user.ask: {question: "Ship it?", choices: [yes, no], timeout: 1d}\n',
         encoding="utf-8")
     for mode in ("auto", "plain", "quiet", "rich"):
-        proc = cli(tmp_path, "run", "ask.chain.yaml", "--detach", "--progress", mode, "--json")
+        proc = cli_here(tmp_path, "run", "ask.chain.yaml", "--detach", "--progress", mode, "--json")
         assert proc.returncode == 4, show(proc)
         assert "Ship it?" in proc.stderr and "chainlang emit user.answered --data" in proc.stderr, (mode, proc.stderr)
         assert json.loads(proc.stdout) == {}
@@ -159,7 +159,7 @@ steps:
 
 
 def _report(project: Path, transcript: str) -> Any:
-    made = cli(project, "report", transcript, "-o", "-")
+    made = cli_here(project, "report", transcript, "-o", "-")
     assert made.returncode == 0, show(made)
     return dom(made.stdout)
 
@@ -167,7 +167,7 @@ def _report(project: Path, transcript: str) -> Any:
 def test_the_report_shows_a_wait_as_a_bar_waiting_then_delivered(tmp_path: Path) -> None:
     (tmp_path / "chainlang.toml").write_text('chains = ["."]\n', encoding="utf-8")
     (tmp_path / "approve.chain.yaml").write_text(APPROVE, encoding="utf-8")
-    ran = cli(tmp_path, "run", "approve.chain.yaml", "--detach", "--transcript", "run.jsonl")
+    ran = cli_here(tmp_path, "run", "approve.chain.yaml", "--detach", "--transcript", "run.jsonl")
     assert ran.returncode == 4, show(ran)
 
     page = _report(tmp_path, "run.jsonl")
@@ -181,9 +181,9 @@ def test_the_report_shows_a_wait_as_a_bar_waiting_then_delivered(tmp_path: Path)
     assert wait["status"] == "waiting" and wait["params"]["where"] == "draft_id == 'd-1'"
     assert page.find_all(class_="g-event-name", data_path="2")[0].attrs["class"].split()[-1] == "s-waiting"
 
-    emitted = cli(tmp_path, "emit", "approval.given", "--data", '{"draft_id": "d-1"}')
+    emitted = cli_here(tmp_path, "emit", "approval.given", "--data", '{"draft_id": "d-1"}')
     assert emitted.returncode == 0, show(emitted)
-    resumed = cli(tmp_path, "resume", "run.jsonl")
+    resumed = cli_here(tmp_path, "resume", "run.jsonl")
     assert resumed.returncode == 0, show(resumed)
     page = _report(tmp_path, "run.jsonl")
     assert page.one(id="run-status").all_text() == "ok" and not page.find_all("p", class_="wait-note")
@@ -199,15 +199,15 @@ def test_the_report_shows_a_cancelled_and_a_timed_out_wait(tmp_path: Path) -> No
     (tmp_path / "approve.chain.yaml").write_text(APPROVE, encoding="utf-8")
     (tmp_path / "late.chain.yaml").write_text(APPROVE.replace("timeout: 1d", "timeout: 1s, on_timeout: continue"),
                                               encoding="utf-8")
-    ran = cli(tmp_path, "run", "approve.chain.yaml", "--detach", "--transcript", "run.jsonl")
+    ran = cli_here(tmp_path, "run", "approve.chain.yaml", "--detach", "--transcript", "run.jsonl")
     assert ran.returncode == 4, show(ran)
-    assert cli(tmp_path, "waits", "cancel", "run.jsonl").returncode == 0
-    assert cli(tmp_path, "resume", "run.jsonl").returncode == 1
+    assert cli_here(tmp_path, "waits", "cancel", "run.jsonl").returncode == 0
+    assert cli_here(tmp_path, "resume", "run.jsonl").returncode == 1
     page = _report(tmp_path, "run.jsonl")
     assert page.one(id="run-status").all_text() == "failed"
     assert "s-cancelled" in page.one("button", class_="bar", data_step="2").attrs["class"].split()
 
-    late = cli(tmp_path, "run", "late.chain.yaml", "--transcript", "late.jsonl")
+    late = cli_here(tmp_path, "run", "late.chain.yaml", "--transcript", "late.jsonl")
     assert late.returncode == 0, show(late)
     page = _report(tmp_path, "late.jsonl")
     assert "s-timed_out" in page.one("button", class_="bar", data_step="2").attrs["class"].split()
