@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from chainlang.store import open_store
-from chainlang.store.peek import SCHEMA_VERSION, has_active_hooks
-from chainlang.store.schema import SCHEMA, SCHEMA_VERSION as WRITTEN_VERSION, TASKS
+from chainlang.store.peek import SCHEMA_VERSION, has_active_hooks, has_waits_for
+from chainlang.store.schema import SCHEMA, SCHEMA_VERSION as WRITTEN_VERSION, TASKS, WAITS
+from chainlang.store.waits import WaitRow
 
 
 def test_the_written_out_names_are_the_schemas() -> None:
     assert SCHEMA_VERSION == WRITTEN_VERSION
-    assert (SCHEMA.name, TASKS.name) == ("chainlang_schema", "tasks")
+    assert (SCHEMA.name, TASKS.name, WAITS.name) == ("chainlang_schema", "tasks", "waits")
     assert {"kind", "status"} <= set(TASKS.c.keys()) and "version" in SCHEMA.c.keys()
+    assert {"event", "status"} <= set(WAITS.c.keys())
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -44,6 +46,22 @@ def test_the_answer_follows_the_hooks_state(tmp_path: Path, folder: str) -> None
     with open_store(root) as store:
         store.cancel_task("h")
     assert has_active_hooks(file) is False
+
+
+def test_the_answer_about_waits_names_the_event_and_follows_the_wait(tmp_path: Path) -> None:
+    file = tmp_path / ".chainlang" / "store.db"
+    with open_store(tmp_path) as store:
+        pass
+    assert has_waits_for(file, "approval.given") is False
+    with open_store(tmp_path) as store:
+        store.open_wait(WaitRow(run_id="r1", step="2", event="approval.given", where=None, frozen={}, deadline=None,
+                                transcript="runs/r1.jsonl", chain="c", engine="embedded", status="waiting",
+                                created_at=""))
+    assert has_waits_for(file, "approval.given") is True
+    assert has_waits_for(file, "approval.denied") is False  # another event: nothing waits for it
+    with open_store(tmp_path) as store:
+        store.settle_wait("r1", "2", "cancelled")
+    assert has_waits_for(file, "approval.given") is False  # settled: it waits no more
 
 
 def test_asking_changes_nothing_on_disk(tmp_path: Path) -> None:
