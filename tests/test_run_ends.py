@@ -316,6 +316,36 @@ def test_an_async_tool_that_cleans_up_in_time_is_not_abandoned(tmp_path: Path) -
     assert [c.get("cleaned_up") for c in calls_log(tmp_path)] == [True]
 
 
+def test_cleaning_up_on_the_event_loop_within_the_grace_period_is_not_interrupted(tmp_path: Path) -> None:
+    # regression (CI of stop 39): once the step's deadline had passed, the loop watchdog
+    # interrupted whatever the cancelled tool did between two awaits, as holding the loop
+    # past that deadline; the tool has its grace period (GRACE) to end
+    # through the CLI: the watchdog works where the loop runs in the main thread
+    chain = write_chain(tmp_path, """\
+        steps:
+          - {event: ends.slow_cleanup, params: {cleanup: 0.3, hold: true}, timeout: 200ms}
+        """)
+    proc, _ = cli(tmp_path, "run", chain.name, "--tools", TOOLS, "--transcript", "run.jsonl")
+    assert proc.returncode == 1, show(proc.returncode, proc.stdout, proc.stderr)
+    [step] = finished(records(tmp_path / "run.jsonl"), "1")
+    assert step["error"] == {"type": "timeout", "message": "ends.slow_cleanup took longer than its timeout (0.2s)"}
+    assert [c.get("cleaned_up") for c in calls_log(tmp_path)] == [True]
+
+
+def test_cleaning_up_on_the_event_loop_past_the_grace_period_is_interrupted(tmp_path: Path) -> None:
+    chain = write_chain(tmp_path, """\
+        steps:
+          - {event: ends.slow_cleanup, params: {cleanup: 3600, hold: true}, timeout: 200ms}
+        """)
+    proc, took = cli(tmp_path, "run", chain.name, "--tools", TOOLS, "--transcript", "run.jsonl")
+    assert proc.returncode == 1, show(proc.returncode, proc.stdout, proc.stderr)
+    assert took < PROMPT, f"the run took {took:.1f} s"
+    [step] = finished(records(tmp_path / "run.jsonl"), "1")
+    assert step["error"] == {"type": "timeout", "message": "ends.slow_cleanup took longer than its timeout (0.2s); "
+                             "it kept the event loop busy and was interrupted"}
+    assert [c.get("cleaned_up") for c in calls_log(tmp_path)] == []
+
+
 def test_an_async_tool_may_handle_its_own_timeouts(tmp_path: Path) -> None:
     # not a regression test: a cancellation the tool asked for itself starts no grace period
     result, recs = run(tmp_path, """\

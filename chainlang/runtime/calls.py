@@ -376,13 +376,14 @@ class _Grace:
     cancellation requests above `baseline` are the ones meant for the step: a tool that
     handles its own (an `asyncio.timeout` inside it) withdraws them with `uncancel`."""
 
-    __slots__ = ("task", "baseline", "deadline", "timer", "expired")
+    __slots__ = ("task", "baseline", "deadline", "until", "timer", "expired")
 
     def __init__(self, task: "asyncio.Task[Any]") -> None:
         loop = asyncio.get_running_loop()
         self.task = task
         self.baseline = task.cancelling() - 1
         self.deadline = loop.time() + GRACE
+        self.until = time.monotonic() + GRACE  # the same, for the loop watchdog
         self.expired = False  # the grace period is over: the next cancellation thrown in is its wake-up call
         self.timer: asyncio.TimerHandle | None = loop.call_at(self.deadline, self._expire)
 
@@ -416,9 +417,11 @@ def guarded(coro: Coroutine[Any, Any, T], watch: Watch) -> Generator[Any, Any, T
     value: Any = None
     error: BaseException | None = None
     grace: _Grace | None = None
-    until = watch.deadline  # the loop watchdog interrupts a tool that holds the loop past it
     try:
         while True:
+            # the loop watchdog interrupts a tool that holds the loop past its deadline; once
+            # cancelled, the tool cleans up within its grace period, the step's deadline being past
+            until = watch.deadline if grace is None else grace.until
             try:
                 if until is None:
                     yielded = send(value) if error is None else throw(error)

@@ -67,11 +67,14 @@ async def deaf(name: str = "deaf.pid", ctx: Any = None) -> str:
 
 @event("ends.slow_cleanup", description="An async tool that takes a little time to stop once cancelled",
        idempotent=True)
-async def slow_cleanup(cleanup: float = 0.2, ctx: Any = None) -> str:
+async def slow_cleanup(cleanup: float = 0.2, hold: bool = False, ctx: Any = None) -> str:
     try:
         await asyncio.sleep(FOREVER)
     except asyncio.CancelledError:
-        await asyncio.sleep(cleanup)  # within the grace period: it ends by itself
+        if hold:  # cleaning up without an await: it holds the event loop meanwhile
+            time.sleep(cleanup)
+        else:
+            await asyncio.sleep(cleanup)  # within the grace period: it ends by itself
         _log(ctx, {"cleaned_up": True})
         raise
     return "never"
