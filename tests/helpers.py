@@ -107,7 +107,8 @@ def cli_here(cwd: Path, *args: str | os.PathLike[str], merged: bool = False,
     from chainlang.cli.main import main
 
     changed: dict[str, str | None] = {name: None for name in _NOT_INHERITED}
-    changed.update(NO_COLOR="1", PYTHONIOENCODING="utf-8", **(env or {}))
+    changed.update(NO_COLOR="1", PYTHONIOENCODING="utf-8")
+    changed.update(env or {})
     before, stay = os.getcwd(), cli_run.IN_PROCESS
     os.chdir(cwd)
     cli_run.IN_PROCESS = True  # a tool's thread left running must not make the command end this process
