@@ -65,8 +65,10 @@ def test_help_imports_only_the_cli_of_chainlang_and_neither_subprocess_nor_pathl
         "chainlang.cli.commands_servers", "chainlang.cli.commands_store", "chainlang.cli.guard", "chainlang.cli.main",
         "chainlang.cli.options", "chainlang.dataclass_methods", "chainlang.version"]
     # chainlang.version asks git for the commit only for --version; the dataclass methods' table
-    # waits for the first dataclass, which --help does not make
-    assert not modules & {"subprocess", "pathlib", "hashlib", "dataclasses", "chainlang.dataclass_methods._table"}
+    # waits for the first dataclass, which --help does not make; the help's width is found
+    # without shutil (and its compression modules)
+    assert not modules & {"subprocess", "pathlib", "hashlib", "dataclasses", "chainlang.dataclass_methods._table",
+                          "shutil", "lzma"}
 
 
 def test_check_with_a_tools_file_does_not_load_hashlib_and_names_the_module_as_before(tmp_path: Path) -> None:
@@ -194,3 +196,17 @@ def test_a_store_without_an_active_hook_is_not_opened_and_an_active_hook_still_f
     assert "no hook fired" in out
     assert not {m.split(".")[0] for m in modules} & {"sqlalchemy", "jsonschema"}
     assert sorted(p.name for p in (tmp_path / ".chainlang").glob("store.db*")) == ["store.db"]  # no log left behind
+
+
+@pytest.mark.parametrize("columns", [None, "60", "200", "30", "0", "abc"])
+def test_the_help_s_width_is_the_one_click_finds_with_shutil(monkeypatch: pytest.MonkeyPatch,
+                                                             columns: str | None) -> None:
+    import shutil
+
+    from chainlang.cli.main import _help_width
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _help_width() == max(min(shutil.get_terminal_size().columns, 80) - 2, 50)

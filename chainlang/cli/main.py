@@ -40,8 +40,33 @@ def _leave_temporal(code: Any) -> None:
     os._exit(code if isinstance(code, int) else 0)
 
 
+def _help_width() -> int:
+    """The width click's help takes, found as click finds it but without `shutil` (whose
+    import, with its compression modules, was a sixth of a cold `--help`): COLUMNS, else
+    the terminal's width, else 80; at most 80, less a margin of 2, at least 50."""
+    from click import formatting
+
+    if formatting.FORCED_WIDTH is not None:  # click's CliRunner sets it
+        return formatting.FORCED_WIDTH
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return max(min(columns if columns > 0 else 80, 80) - 2, 50)
+
+
 class _Group(click.Group):
     """Usage errors from click itself get the same one-line form (and exit 2) as ours."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        extra.setdefault("terminal_width", _help_width())  # the commands' contexts inherit it
+        return super().make_context(info_name, args, parent, **extra)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         try:
