@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import cli, show
+from tests.helpers import cli_here, show
 
 TOOLS = Path(__file__).resolve().parent / "run" / "run_tools.py"
 NOW = "2026-11-20T09:00:00+00:00"
@@ -41,7 +41,8 @@ def demo_project(directory: Path) -> Path:
 
 
 def run_demo(project: Path, transcript: str = "review.jsonl") -> Path:
-    ran = cli(project, "run", "review.chain.yaml", "--now", NOW, "--transcript", transcript)
+    """The demo's run, in this process (what is tested is its report)."""
+    ran = cli_here(project, "run", "review.chain.yaml", "--now", NOW, "--transcript", transcript)
     assert ran.returncode == 0, show(ran)
     return project / transcript
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli, cli_here
 
 NOW = "2026-11-23T18:00:00+01:00"  # a Monday evening, in a zone east of UTC
 
@@ -55,13 +55,14 @@ def noop() -> dict:
 
 
 def run(project: Path, steps: str, *, outputs: str = "", now: str = NOW, name: str = "m.chain.yaml",
-        ok: bool = True) -> subprocess.CompletedProcess[str]:
-    """Write a chain of these steps (and outputs) and run it with the clock pinned."""
+        ok: bool = True, killed: bool = False) -> subprocess.CompletedProcess[str]:
+    """Write a chain of these steps (and outputs) and run it with the clock pinned: in this
+    process, but for a run a tool kills (`killed`)."""
     text = "steps:\n" + textwrap.indent(textwrap.dedent(steps), "  ")
     if outputs:
         text += "outputs:\n" + textwrap.indent(textwrap.dedent(outputs), "  ")
     (project / name).write_text(text, encoding="utf-8")
-    proc = cli(project, "run", name, "--now", now, "--json")
+    proc = (cli if killed else cli_here)(project, "run", name, "--now", now, "--json")
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -189,10 +190,11 @@ def test_a_step_run_again_after_a_crash_appends_once(project: Path) -> None:
     (project / ".chainlang").mkdir()
     (project / ".chainlang" / "crash-after-append").write_text("", encoding="utf-8")
     crashed = run(project, '- memory.append: {thread_id: t1, content: "Remember the milk"}\n',
-                  outputs='id: "{memory.append.id}"\n', ok=False)
+                  outputs='id: "{memory.append.id}"\n', ok=False, killed=True)
     assert crashed.returncode == -9, crashed.stderr
     (transcript,) = (project / ".chainlang" / "runs").glob("*.jsonl")
-    # memory.yaml declares it idempotent (its entry is keyed by the attempt): resume runs it again
+    # memory.yaml declares it idempotent (its entry is keyed by the attempt): resume runs it again;
+    # in a process of its own as well: crash_tools.py patches MemoryMethods where it is loaded
     resumed = cli(project, "resume", str(transcript), "--json")  # same attempt, same key
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == {"id": 1}
@@ -248,7 +250,7 @@ def test_the_seeds_memory_chains_check_clean(project: Path) -> None:
           - memory.append: {thread_id: "{inputs.thread_id}", content: "Reviewed {memory.search.matches}"}
           - memory.digest: {period: daily}
         """), encoding="utf-8")
-    proc = cli(project, "check", "journal.chain.yaml")
+    proc = cli_here(project, "check", "journal.chain.yaml")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "error" not in proc.stdout.lower() + proc.stderr.lower()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, show
+from tests.helpers import cli_here, show
 from tests.hooks_util import assert_clean
 from tests.report_util import demo_project, dom, island, run_demo
 
@@ -19,7 +19,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo project with one finished run (review.jsonl) and its report (review.html)."""
     project = demo_project(tmp_path_factory.mktemp("report"))
     transcript = run_demo(project)
-    made = cli(project, "report", transcript.name)
+    made = cli_here(project, "report", transcript.name)
     assert made.returncode == 0 and made.stdout.strip() == "review.html", show(made)
     return project
 
@@ -88,7 +88,7 @@ def test_a_run_cut_off_is_shown_interrupted_with_its_unfinished_step(demo: Path,
     started = next(i for i, line in enumerate(lines) if '"step_started"' in line and '"4"' in line)
     cut = tmp_path / "cut.jsonl"
     cut.write_text("".join(lines[:started + 1]) + lines[started + 1][:20], encoding="utf-8")  # and a torn line
-    made = cli(demo, "report", str(cut), "-o", "-")
+    made = cli_here(demo, "report", str(cut), "-o", "-")
     assert made.returncode == 0, show(made)
     page = dom(made.stdout)
     assert page.one(id="run-status").all_text() == "interrupted"
@@ -105,7 +105,7 @@ def test_a_run_under_way_is_shown_running(demo: Path, tmp_path: Path) -> None:
     going.write_text("".join(lines[:6]), encoding="utf-8")
     lock = RunLock.acquire(going)  # as the process running it holds it
     try:
-        made = cli(demo, "report", str(going), "-o", "-")
+        made = cli_here(demo, "report", str(going), "-o", "-")
     finally:
         lock.release()
     assert made.returncode == 0, show(made)
@@ -121,8 +121,8 @@ def test_what_a_transcript_holds_is_shown_never_run(tmp_path: Path) -> None:
     (project / "evil.chain.yaml").write_text(
         "steps:\n  - test.echo: {value: %s}\noutputs: {v: \"{test.echo.result}\"}\n" % json.dumps(evil),
         encoding="utf-8")
-    assert cli(project, "run", "evil.chain.yaml", "--transcript", "evil.jsonl").returncode == 0
-    made = cli(project, "report", "evil.jsonl", "-o", "-")
+    assert cli_here(project, "run", "evil.chain.yaml", "--transcript", "evil.jsonl").returncode == 0
+    made = cli_here(project, "report", "evil.jsonl", "-o", "-")
     assert made.returncode == 0, show(made)
     page = dom(made.stdout)
     assert len(page.find_all("script")) == 2 and page.find_all("img") == []  # the data island and the page's own
@@ -134,21 +134,21 @@ def test_big_values_are_cut_in_the_report_not_in_the_transcript(tmp_path: Path) 
     project = demo_project(tmp_path / "p")
     (project / "big.chain.yaml").write_text('steps:\n  - test.echo: {value: "%s"}\n' % ("x" * 200_000),
                                             encoding="utf-8")
-    assert cli(project, "run", "big.chain.yaml", "--transcript", "big.jsonl").returncode == 0
-    made = cli(project, "report", "big.jsonl", "-o", "-")
+    assert cli_here(project, "run", "big.chain.yaml", "--transcript", "big.jsonl").returncode == 0
+    made = cli_here(project, "report", "big.jsonl", "-o", "-")
     shown = island(dom(made.stdout))["attempts"][0]["result"]
     assert "cut to" in shown["cut"] and len(shown["start"]) < 70_000
 
 
 def test_the_graph_is_left_out_when_the_chain_changed_or_is_elsewhere(demo: Path, tmp_path: Path) -> None:
-    elsewhere = cli(tmp_path, "report", str(demo / "review.jsonl"), "-o", "-")
+    elsewhere = cli_here(tmp_path, "report", str(demo / "review.jsonl"), "-o", "-")
     assert elsewhere.returncode == 0, show(elsewhere)
     assert "not in this project" in dom(elsewhere.stdout).one(id="graph-note").all_text()
     project = demo_project(tmp_path / "changed")
     run_demo(project)
     chain = project / "review.chain.yaml"
     chain.write_text(chain.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
-    changed = cli(project, "report", "review.jsonl", "-o", "-")
+    changed = cli_here(project, "report", "review.jsonl", "-o", "-")
     assert "has changed since the run" in dom(changed.stdout).one(id="graph-note").all_text()
 
 
@@ -156,7 +156,7 @@ def test_an_edited_transcript_is_said_to_be_edited(demo: Path, tmp_path: Path) -
     edited = demo / "edited.jsonl"
     edited.write_text((demo / "review.jsonl").read_text(encoding="utf-8").replace('"7 orders"', '"8 orders"'),
                       encoding="utf-8")
-    made = cli(demo, "report", "edited.jsonl", "-o", "-")
+    made = cli_here(demo, "report", "edited.jsonl", "-o", "-")
     assert made.returncode == 0, show(made)
     assert "seals do not verify" in made.stdout
 
@@ -169,7 +169,7 @@ def test_an_edited_transcript_is_said_to_be_edited(demo: Path, tmp_path: Path) -
     (["review.jsonl", "-o", "no/such/dir/r.html"], "cannot write the report"),
 ])
 def test_what_cannot_be_reported_is_said(demo: Path, args: list[str], message: str) -> None:
-    made = cli(demo, "report", *args)
+    made = cli_here(demo, "report", *args)
     # a file whose content is not a transcript exits 1 (it names the line); the rest are usage errors
     assert made.returncode == (1 if "not a transcript chainlang can read" in message else 2) and message in made.stderr, \
         show(made)
@@ -180,9 +180,9 @@ def test_a_cancelled_step_and_the_failure_that_cancelled_it_are_both_shown(tmp_p
     project = demo_project(tmp_path / "p")
     (project / "cut.chain.yaml").write_text(
         "steps:\n  - [test.fail: {message: the supplier is down}, test.sleep: {seconds: 30}]\n", encoding="utf-8")
-    ran = cli(project, "run", "cut.chain.yaml", "--transcript", "cut.jsonl")
+    ran = cli_here(project, "run", "cut.chain.yaml", "--transcript", "cut.jsonl")
     assert ran.returncode == 1, show(ran)
-    made = cli(project, "report", "cut.jsonl", "-o", "-")
+    made = cli_here(project, "report", "cut.jsonl", "-o", "-")
     page = dom(made.stdout)
     assert page.one(id="run-status").all_text() == "failed"
     assert "the supplier is down" in page.one(id="run-error").all_text()
@@ -217,12 +217,12 @@ def test_a_run_killed_then_resumed_is_shown_whole_with_where_it_was_resumed(tmp_
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    cut = dom(cli(project, "report", "slow.jsonl", "-o", "-").stdout)
+    cut = dom(cli_here(project, "report", "slow.jsonl", "-o", "-").stdout)
     assert cut.one(id="run-status").all_text() == "interrupted"
     assert [(a["step"], a["status"]) for a in island(cut)["attempts"]] == [("1", "ok"), ("2", "interrupted")]
-    resumed = cli(project, "resume", "slow.jsonl")
+    resumed = cli_here(project, "resume", "slow.jsonl")
     assert resumed.returncode == 0, show(resumed)
-    whole = dom(cli(project, "report", "slow.jsonl", "-o", "-").stdout)
+    whole = dom(cli_here(project, "report", "slow.jsonl", "-o", "-").stdout)
     assert whole.one(id="run-status").all_text() == "ok"
     assert [(a["step"], a["status"]) for a in island(whole)["attempts"]] == [
         ("1", "ok"), ("2", "interrupted"), ("2", "ok"), ("3", "ok")]

@@ -20,7 +20,7 @@ from chainlang.model.nodes import Retry
 from chainlang.runtime import retry_policy, step
 from chainlang.runtime.step_error import error_of_step_error
 
-from tests.helpers import cli, records, show
+from tests.helpers import cli_here, records, show
 from tests.journal_util import cut_after, read_records
 
 NOW = "2026-11-19T09:00:00+00:00"
@@ -65,7 +65,7 @@ def project(tmp_path: Path) -> Path:
 
 def run_chain(project: Path, text: str, name: str = "c") -> tuple[Any, list[dict[str, Any]]]:
     (project / f"{name}.chain.yaml").write_text(text, encoding="utf-8")
-    proc = cli(project, "run", f"{name}.chain.yaml", "--now", NOW, "--json", "--transcript", f"{name}.jsonl")
+    proc = cli_here(project, "run", f"{name}.chain.yaml", "--now", NOW, "--json", "--transcript", f"{name}.jsonl")
     assert "Traceback" not in proc.stderr, show(proc)
     return proc, records(project, f"{name}.jsonl")
 
@@ -189,7 +189,7 @@ outputs: {{slow: "{{shop.slow.result}}"}}
         path = "1"
         cut_after(project / "c.jsonl", lambda r: r["type"] == "step_finished" and r["step"] == "1")
     before = len(read_records(project / "c.jsonl"))
-    resumed = cli(project, "resume", "c.jsonl", "--json")
+    resumed = cli_here(project, "resume", "c.jsonl", "--json")
     assert resumed.returncode == proc.returncode, show(resumed)
     after = read_records(project / "c.jsonl")[before:]
     assert attempts(after, path) == ([2] if retried else [])
@@ -278,7 +278,7 @@ steps:
   - shop.charge: {card: "5000"}
     retry: {attempts: 2, delay: 53w}
 """, encoding="utf-8")
-    proc = cli(project, "check", "y.chain.yaml")
+    proc = cli_here(project, "check", "y.chain.yaml")
     assert proc.returncode == 1, show(proc)
     assert proc.stdout.count("[CL019 bad-duration]") == 2, show(proc)
     assert "timeout: '366d' is out of range (more than 0, at most 365d)" in proc.stdout

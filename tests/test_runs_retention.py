@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chainlang.journal.lock import RunLock
-from tests.helpers import cli, show
+from tests.helpers import cli_here, show
 from tests.journal_util import cut_after
 from tests.serve_util import Servers, servers, wait_until  # noqa: F401 (the servers fixture)
 
@@ -55,7 +55,7 @@ def ran(project: Path, name: str, age_days: float, chain: str = "tick.chain.yaml
         code: int = 0) -> Path:
     """`chainlang run CHAIN --transcript .chainlang/runs/NAME.jsonl`, its files dated `age_days` ago."""
     path = runs(project) / f"{name}.jsonl"
-    proc = cli(project, "run", chain, "--transcript", path, *args)
+    proc = cli_here(project, "run", chain, "--transcript", path, *args)
     assert proc.returncode == code, show(proc)
     date(path, age_days)
     return path
@@ -72,7 +72,7 @@ def names(directory: Path) -> set[str]:
 
 
 def gc(project: Path, *args: str, code: int = 0) -> "subprocess.CompletedProcess[str]":
-    proc = cli(project, "gc", *args)
+    proc = cli_here(project, "gc", *args)
     assert proc.returncode == code, show(proc)
     return proc
 
@@ -85,7 +85,7 @@ def test_keep_count_removes_older_ended_runs_and_never_unfinished_ones(project: 
     date(interrupted, 20)
     ran(project, "waiting", 20, "waits.chain.yaml", "--detach", code=4)
 
-    proc = cli(project, "gc", "--keep", "2")
+    proc = cli_here(project, "gc", "--keep", "2")
     assert proc.returncode == 0, show(proc)
     assert names(runs(project)) == {f"{n}.jsonl{h}" for n in ("end3", "end4", "cut", "waiting") for h in ("", ".head")}
     lines = proc.stdout.splitlines()
@@ -94,7 +94,7 @@ def test_keep_count_removes_older_ended_runs_and_never_unfinished_ones(project: 
                          "2 unfinished (interrupted or waiting) kept")
 
     # the interrupted run is still resumable after gc, and ends ok
-    resumed = cli(project, "resume", interrupted)
+    resumed = cli_here(project, "resume", interrupted)
     assert resumed.returncode == 0, show(resumed)
 
 
@@ -102,11 +102,11 @@ def test_dry_run_removes_nothing_and_json_says_what(project: Path) -> None:
     for i in range(3):
         ran(project, f"end{i}", age_days=3 - i)
     before = names(runs(project))
-    proc = cli(project, "gc", "--keep", "1", "--dry-run")
+    proc = cli_here(project, "gc", "--keep", "1", "--dry-run")
     assert proc.returncode == 0, show(proc)
     assert names(runs(project)) == before
     assert proc.stdout.splitlines()[-1].startswith("would remove 2 transcripts of ended runs; kept 1")
-    proc = cli(project, "gc", str(project), "--keep", "1", "--dry-run", "--json")
+    proc = cli_here(project, "gc", str(project), "--keep", "1", "--dry-run", "--json")
     assert proc.returncode == 0, show(proc)
     report = json.loads(proc.stdout)
     assert report["dry_run"] is True and report["kept"] == 1
@@ -124,7 +124,7 @@ def test_keep_age(project: Path) -> None:
 def test_keep_from_chainlang_toml_and_none_at_all(project: Path) -> None:
     for i in range(3):
         ran(project, f"end{i}", age_days=3 - i)
-    proc = cli(project, "gc")
+    proc = cli_here(project, "gc")
     assert proc.returncode == 2, show(proc)
     assert "--keep" in proc.stderr and "[runs]" in proc.stderr, show(proc)
     assert len(names(runs(project))) == 6
@@ -137,14 +137,14 @@ def test_keep_from_chainlang_toml_and_none_at_all(project: Path) -> None:
 def test_bad_keep_in_chainlang_toml_is_a_config_error(project: Path, keep: str) -> None:
     (project / "chainlang.toml").write_text(f'chains = ["."]\n[runs]\nkeep = {keep}\n', encoding="utf-8")
     for args in (("gc",), ("run", "tick.chain.yaml")):  # every command that reads chainlang.toml says so
-        proc = cli(project, *args)
+        proc = cli_here(project, *args)
         assert proc.returncode == 2, show(proc)
         assert "chainlang.toml" in proc.stderr and "keep" in proc.stderr, show(proc)
 
 
 @pytest.mark.parametrize("keep", ["0", "soon", "-3"])
 def test_bad_keep_option(project: Path, keep: str) -> None:
-    proc = cli(project, "gc", "--keep", keep)
+    proc = cli_here(project, "gc", "--keep", keep)
     assert proc.returncode == 2, show(proc)
     assert "--keep" in proc.stderr, show(proc)
 
@@ -153,7 +153,7 @@ def test_runs_dir_puts_transcripts_elsewhere(project: Path) -> None:
     (project / "chainlang.toml").write_text('chains = ["."]\n[runs]\ndir = "kept/runs"\nkeep = 1\n',
                                             encoding="utf-8")
     for _ in range(2):
-        proc = cli(project, "run", "tick.chain.yaml")
+        proc = cli_here(project, "run", "tick.chain.yaml")
         assert proc.returncode == 0, show(proc)
     elsewhere = project / "kept" / "runs"
     written = sorted(p for p in elsewhere.iterdir() if p.name.endswith(".jsonl"))
@@ -167,7 +167,7 @@ def test_orphan_head_is_removed(project: Path) -> None:
     ran(project, "end", age_days=1)
     orphan = runs(project) / "gone.jsonl.head"
     orphan.write_text("{}\n", encoding="utf-8")
-    proc = cli(project, "gc", "--keep", "5")
+    proc = cli_here(project, "gc", "--keep", "5")
     assert proc.returncode == 0, show(proc)
     assert not orphan.exists() and (runs(project) / "end.jsonl").exists()
     assert "gone.jsonl.head" in proc.stdout
@@ -178,7 +178,7 @@ def test_a_transcript_a_process_holds_is_not_removed(project: Path) -> None:
     ran(project, "new", age_days=1)
     lock = RunLock.acquire(held, create=False)  # as a resume of it going on would
     try:
-        proc = cli(project, "gc", "--keep", "1")
+        proc = cli_here(project, "gc", "--keep", "1")
         assert proc.returncode == 0, show(proc)
         assert held.exists() and held.with_name("held.jsonl.head").exists()
         assert "1 held by a running process kept" in proc.stdout, show(proc)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli, cli_here
 
 NOW = "2026-11-23T10:00:00+00:00"  # a Monday
 
@@ -63,13 +63,14 @@ def noop() -> dict:
 
 
 def run(project: Path, steps: str, *, outputs: str = "", now: str = NOW, name: str = "s.chain.yaml",
-        ok: bool = True) -> subprocess.CompletedProcess[str]:
-    """Write a chain of these steps (and outputs) and run it with the clock pinned."""
+        ok: bool = True, killed: bool = False) -> subprocess.CompletedProcess[str]:
+    """Write a chain of these steps (and outputs) and run it with the clock pinned: in this
+    process, but for a run a tool kills (`killed`)."""
     text = "steps:\n" + textwrap.indent(textwrap.dedent(steps), "  ")
     if outputs:
         text += "outputs:\n" + textwrap.indent(textwrap.dedent(outputs), "  ")
     (project / name).write_text(text, encoding="utf-8")
-    proc = cli(project, "run", name, "--now", now, "--json")
+    proc = (cli if killed else cli_here)(project, "run", name, "--now", now, "--json")
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -80,7 +81,7 @@ def out(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def listed(project: Path, *args: str) -> list[dict[str, Any]]:
-    proc = cli(project, "tasks", "list", "--json", *args)
+    proc = cli_here(project, "tasks", "list", "--json", *args)
     assert proc.returncode == 0, proc.stderr
     return list(json.loads(proc.stdout)["tasks"])
 
@@ -319,10 +320,11 @@ def test_a_step_run_again_after_a_crash_finds_the_task_it_stored(project: Path) 
     crashed = run(project, """\
         - tools.now
         - task.schedule: {type: once, at: "tomorrow 08:00", action: [user.notify: {message: "since {tools.now.iso}"}]}
-        """, outputs='id: "{task.schedule.task_id}"\nnext: "{task.schedule.next_run}"\n', ok=False)
+        """, outputs='id: "{task.schedule.task_id}"\nnext: "{task.schedule.next_run}"\n', ok=False, killed=True)
     assert crashed.returncode == -9, crashed.stderr
     (task,) = stored(project)
     (transcript,) = (project / ".chainlang" / "runs").glob("*.jsonl")
+    # in a process of its own as well: crash_tools.py patches chainlang.stdlib.task where it is loaded
     resumed = cli(project, "resume", str(transcript), "--json")
     assert resumed.returncode == 0, resumed.stderr
     assert "✓ 2 task.schedule" in resumed.stderr
@@ -409,18 +411,18 @@ def test_task_cancel_in_a_chain(project: Path) -> None:
 
 def test_the_tasks_command_lists_shows_and_cancels_schedules(project: Path) -> None:
     setup_tasks(project)
-    text = cli(project, "tasks", "list")
+    text = cli_here(project, "tasks", "list")
     assert text.returncode == 0
     rows = {line.split()[0]: line.split()[1:] for line in text.stdout.splitlines()}
     assert set(rows) == {"today-a", "today-b", "later", "daily"}, text.stdout
     assert rows["daily"][:3] == ["repeat", "pending", "2026-11-24T10:00:00Z"]  # in UTC, to the second
     assert rows["today-b"][:2] == ["delay", "pending"]
-    shown = cli(project, "tasks", "show", "daily", "--json")
+    shown = cli_here(project, "tasks", "show", "daily", "--json")
     detail = json.loads(shown.stdout)
     assert (detail["type"], detail["interval"], detail["status"], detail["runs"]) == ("repeat", "1 day", "pending", [])
     assert detail["definition"]["timing"] == {"kind": "repeat", "first": "2026-11-24T10:00:00+00:00",
                                               "every_seconds": 86400.0}
-    cancelled = cli(project, "tasks", "cancel", "later", "--json")
+    cancelled = cli_here(project, "tasks", "cancel", "later", "--json")
     assert cancelled.returncode == 0 and json.loads(cancelled.stdout)["status"] == "archived"
     assert [t.id for t in stored(project) if t.status == "archived"] == ["later"]
 
@@ -448,7 +450,7 @@ def test_an_action_may_use_the_chains_inputs(project: Path) -> None:
         "inputs:\n  what: {type: string, default: groceries}\nsteps:\n  - task.schedule:\n"
         "      {type: once, at: tomorrow 08:00, action: [user.notify: {message: \"buy {inputs.what}\"}]}\n",
         encoding="utf-8")
-    ran = cli(project, "run", "in.chain.yaml", "--now", NOW)
+    ran = cli_here(project, "run", "in.chain.yaml", "--now", NOW)
     assert ran.returncode == 0, ran.stderr
     (task,) = stored(project)
     assert task.definition["captured"] == {"inputs.what": "groceries"}
