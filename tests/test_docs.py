@@ -46,8 +46,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -58,6 +57,7 @@ from chainlang.pipeline import check_files, default_registry
 from chainlang.diagnostics import Rule
 from chainlang.registry.registry import Registry
 from chainlang.diagnostics.rules import ALL_RULES, RULES_BY_ID, RULES_BY_SLUG
+from tests.helpers import cli_here
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -250,10 +250,7 @@ def run_cli(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
     if set(SECRETS_RULES) & set(block.previous.marker.rules):
         (directory / "chainlang.toml").write_text(SECRETS_PROJECT, encoding="utf-8")
     args, _ = console_command(block)
-    env = {**os.environ, "NO_COLOR": "1"}
-    env.pop("FORCE_COLOR", None)
-    return subprocess.run([sys.executable, "-m", "chainlang.cli", *args], cwd=directory, env=env,
-                          capture_output=True, check=False, text=True, timeout=120)
+    return cli_here(directory, *args, env={"FORCE_COLOR": None})
 
 
 # -- `$ chainlang run` blocks ----------------------------------------------------------
@@ -280,23 +277,17 @@ def run_block_file(words: list[str]) -> str:
 def run_commands(block: Block, directory: Path) -> subprocess.CompletedProcess[str]:
     """Run the commands of a `$ chainlang run` block in `directory`; their output in one text."""
     assert block.previous is not None
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
-    env.pop("FORCE_COLOR", None)
     (directory / "chainlang.toml").write_text(f"tools = [{json.dumps(str(TOOLS))}]\n", encoding="utf-8")
     out: list[str] = []
     for line, words in run_block_commands(block):
         if words[:2] == ["chainlang", "run"] and run_block_file(words):
             (directory / run_block_file(words)).write_text(block.previous.text, encoding="utf-8")
-            done = subprocess.run([sys.executable, "-m", "chainlang.cli", *words[1:]],
-                                  cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  check=False, text=True, encoding="utf-8", timeout=120)
+            done = cli_here(directory, *words[1:], merged=True, env={"FORCE_COLOR": None})
             out.append(f"{line}\n{done.stdout}")
         elif words[:2] == ["chainlang", "emit"] and block.previous.marker is not None:
             # an emit fires the hooks of the project: the preceding block, saved under its marker's name
             write_example(block.previous, directory)
-            done = subprocess.run([sys.executable, "-m", "chainlang.cli", *words[1:]],
-                                  cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  check=False, text=True, encoding="utf-8", timeout=120)
+            done = cli_here(directory, *words[1:], merged=True, env={"FORCE_COLOR": None})
             out.append(f"{line}\n{done.stdout}")
         elif words[:1] == ["cat"] and len(words) == 2:
             out.append(f"{line}\n{(directory / words[1]).read_text(encoding='utf-8')}")
@@ -335,24 +326,11 @@ def comparable(text: str) -> str:
     return _branches_sorted(text)
 
 
-CliRuns = dict[str, Future[subprocess.CompletedProcess[str]]]
-
-
 @pytest.fixture(scope="module")
-def cli_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliRuns]:
-    """The CLI runs of the selected console blocks, started together (a few at a time) and awaited by each test."""
-    selected: list[Block] = [
-        cast(Block, item.callspec.params["block"])
-        for item in request.session.items
-        if isinstance(item, pytest.Function) and item.module is request.module
-        and item.originalname in ("test_console_output", "test_run_output")
-    ]
-    runnable = [b for b in selected if b.previous is not None and b.previous.marker is not None and b.previous.marker.skip is None]
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        futures: CliRuns = {
-            b.id: pool.submit(run_cli, b, tmp_path_factory.mktemp("console")) for b in runnable
-        }
-        yield futures
+def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Block], subprocess.CompletedProcess[str]]:
+    """What the commands of a console block print, run through the CLI's entry point in this
+    process (a process each was most of these tests' time), in a directory of their own."""
+    return lambda block: run_cli(block, tmp_path_factory.mktemp("console"))
 
 
 # -- 1. every yaml example checks as its marker says -------------------------------------
@@ -393,9 +371,8 @@ def test_yaml_example(block: Block, registry: Registry, tmp_path: Path) -> None:
 # -- 2. every console block is the exact output of the CLI --------------------------------
 
 
-@pytest.mark.slow  # a CLI process per case: the full suite runs it, make test-fast does not
 @pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=block_id)
-def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp_path: Path) -> None:
+def test_console_output(block: Block, cli_runs: Callable[[Block], subprocess.CompletedProcess[str]], registry: Registry, tmp_path: Path) -> None:
     previous = block.previous
     assert previous is not None and previous.lang == "yaml", (
         f"{block.id}: a `$ chainlang check` console block must follow the yaml block it checks")
@@ -404,7 +381,7 @@ def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp
     args, name = console_command(block)
     assert name == previous.marker.filename, (
         f"{block.id}: the command must check {previous.marker.filename} (the file the yaml block above is)")
-    result = cli_runs[block.id].result()
+    result = cli_runs(block)
     assert result.stderr == "", f"{block.id}: the command wrote to stderr:\n{result.stderr}"
     got = "\n".join(line.rstrip() for line in result.stdout.split("\n")).strip("\n")
     if os.environ.get("UPDATE_DOCS") and got != expected_console(block):
@@ -422,7 +399,7 @@ def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp
 
 
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=block_id)
-def test_run_output(block: Block, cli_runs: CliRuns) -> None:
+def test_run_output(block: Block, cli_runs: Callable[[Block], subprocess.CompletedProcess[str]]) -> None:
     previous = block.previous
     assert previous is not None and previous.lang == "yaml", (
         f"{block.id}: a `$ chainlang run` console block must follow the yaml block it runs")
@@ -435,7 +412,7 @@ def test_run_output(block: Block, cli_runs: CliRuns) -> None:
             assert len(words) >= 3, f"{block.id}: `{line}` must name the event"
         else:
             assert words[:1] == ["cat"] and len(words) == 2, f"{block.id}: unsupported command `{line}`"
-    got = "\n".join(line.rstrip() for line in cli_runs[block.id].result().stdout.split("\n")).strip("\n")
+    got = "\n".join(line.rstrip() for line in cli_runs(block).stdout.split("\n")).strip("\n")
     expected = "\n".join(line.rstrip() for line in block.text.split("\n")).strip("\n")
     assert "Traceback" not in got, f"{block.id}: the command crashed:\n{got}"
     if comparable(got) == comparable(expected):
