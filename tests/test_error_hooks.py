@@ -4,7 +4,8 @@ retry, with the payload `{error: {type, message}, params}`, run like `post:` hoo
 leave the run's outcome to the chain's own `on_error`.
 
 Each test writes a project in `tmp_path` (the tools of tests/hooks_util.py, and
-`eh_tools.py` below) and runs the real command in a subprocess.
+`eh_tools.py` below) and runs the real command in the test's own process (`cli_here`); a
+run the test kills runs in a subprocess, and so does the editor.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Spawned, cli
+from tests.helpers import Spawned, cli_here
 from tests.lsp_util import finish, started
 from tests.hooks_util import (
     assert_clean,
@@ -101,7 +102,7 @@ def test_an_error_hook_runs_after_the_last_retry_only(tmp_path: Path) -> None:
             action:
               - t.log: {label: "t.log failed"}
         """)
-    proc = cli(tmp_path, *run(chain))
+    proc = cli_here(tmp_path, *run(chain))
     assert proc.returncode == 0, show(proc)  # on_error: continue decides; the hooks change nothing
     assert_clean(proc)
     done = labels(tmp_path)
@@ -143,8 +144,8 @@ def test_the_run_ends_as_it_would_without_the_hook(tmp_path: Path) -> None:
               - e.fail: {message: "the report failed too"}
             max_depth: 1
         """)
-    without = cli(bare.parent, *run(bare))
-    with_hooks = cli(hooked.parent, *run(hooked))
+    without = cli_here(bare.parent, *run(bare))
+    with_hooks = cli_here(hooked.parent, *run(hooked))
     assert without.returncode == with_hooks.returncode == 1, show(without) + show(with_hooks)
     assert_clean(with_hooks)
     end_bare = records(bare.parent / "run.jsonl")[-1]
@@ -178,7 +179,7 @@ def test_a_failure_before_the_call_fires_it_too_with_the_params(tmp_path: Path) 
             action:
               - t.say: {message: "{error.type}: n was {params.n}"}
         """)
-    proc = cli(tmp_path, *run(chain, "--input", "n=seven"))
+    proc = cli_here(tmp_path, *run(chain, "--input", "n=seven"))
     assert proc.returncode == 0, show(proc)
     assert "decide: n was seven" in proc.stdout, show(proc)  # no decide model here: the step fails
     assert "num seven" not in labels(tmp_path)
@@ -195,9 +196,9 @@ def test_a_hook_stored_by_task_register_fires_on_error(tmp_path: Path) -> None:
               action:
                 - t.log: {label: "stored alarm: {error.message}"}
         """, name="setup.chain.yaml")
-    registered = cli(tmp_path, *run(setup))
+    registered = cli_here(tmp_path, *run(setup))
     assert registered.returncode == 0, show(registered)
-    listed = cli(tmp_path, "tasks", "list")
+    listed = cli_here(tmp_path, "tasks", "list")
     assert "error:e.fail" in listed.stdout, show(listed)
     later = write(tmp_path, "pay.chain.yaml", """\
         steps:
@@ -207,7 +208,7 @@ def test_a_hook_stored_by_task_register_fires_on_error(tmp_path: Path) -> None:
             on_error: continue
         """)
     (tmp_path / "run.jsonl").unlink()
-    proc = cli(tmp_path, *run(later))
+    proc = cli_here(tmp_path, *run(later))
     assert proc.returncode == 0, show(proc)
     assert labels(tmp_path).count("stored alarm: RuntimeError: card declined") == 1
     assert not any("disk full" in x for x in labels(tmp_path) if x.startswith("stored"))
@@ -231,7 +232,7 @@ def test_check_types_the_payload_and_refuses_what_does_not_fit(tmp_path: Path) -
           - trigger: error:email.received
             action: [t.log: {label: "{error.message}"}]
         """)
-    proc = cli(tmp_path, "check", "alarm.hooks.yaml", "--tools", "hk_tools.py")
+    proc = cli_here(tmp_path, "check", "alarm.hooks.yaml", "--tools", "hk_tools.py")
     assert proc.returncode == 1, show(proc)
     assert_clean(proc)
     text = proc.stdout
@@ -261,7 +262,7 @@ def test_resume_does_not_run_a_finished_error_hook_again(tmp_path: Path, spawned
              lambda: has(transcript, "hook_finished", hook="alarm")() and "main:start" in labels(tmp_path))
     kill(proc)
     (tmp_path / ".chainlang" / "state" / "go").write_text("go", encoding="utf-8")
-    resumed = cli(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py", "--tools", "eh_tools.py")
+    resumed = cli_here(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py", "--tools", "eh_tools.py")
     assert resumed.returncode == 0, show(resumed)
     assert_clean(resumed)
     done = labels(tmp_path)
@@ -296,7 +297,7 @@ def test_resume_finishes_an_error_hook_cut_short_without_firing_it_again(tmp_pat
     kill(proc)
     assert not of_type(records(transcript), "hook_finished")
     (tmp_path / ".chainlang" / "state" / "go").write_text("go", encoding="utf-8")
-    resumed = cli(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py", "--tools", "eh_tools.py")
+    resumed = cli_here(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py", "--tools", "eh_tools.py")
     assert resumed.returncode == 0, show(resumed)
     assert_clean(resumed)
     done = labels(tmp_path)
@@ -321,7 +322,7 @@ def test_a_hook_registered_in_python_fires_on_error(tmp_path: Path) -> None:
         routing = hook("error:e.*", id="py-alarm",
                        action=[{"t.log": {"label": "python saw {event.name}: {error.message}"}}])
         """)
-    proc = cli(tmp_path, *run(chain, "--tools", "py_hooks.py"))
+    proc = cli_here(tmp_path, *run(chain, "--tools", "py_hooks.py"))
     assert proc.returncode == 0, show(proc)
     assert_clean(proc)
     assert labels(tmp_path).count("python saw e.fail: RuntimeError: no route") == 1, labels(tmp_path)

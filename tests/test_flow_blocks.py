@@ -2,7 +2,8 @@
 end through the CLI: what catch sees, how each block ends, and that `finally` runs on every
 ending — after the run's limits.timeout (the issue's finding: an exit handler emulated with
 on_error: continue was skipped, exit 3), after max_steps, and after an interruption, on resume.
-Both engines: tests/engines/{try-catch-finally,fail,switch,try-finally-after-timeout}.chain.yaml.
+The commands run in the test's own process (`cli_here`), the run the test interrupts in a
+subprocess. Both engines: tests/engines/{try-catch-finally,fail,switch,try-finally-after-timeout}.chain.yaml.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import cli, show
+from tests.helpers import cli_here, show
 from tests.test_run_cli import TOOLS, start_until, steps_of, stop, transcript, write_chain
 
 
 def run(chain: Path, *args: str) -> "subprocess.CompletedProcess[str]":
-    return cli(chain.parent, "run", chain.name, "--tools", str(TOOLS), "--json", "--transcript", "run.jsonl", *args)
+    return cli_here(chain.parent, "run", chain.name, "--tools", str(TOOLS), "--json", "--transcript", "run.jsonl",
+                    *args)
 
 
 def finished(records: list[dict[str, Any]], step: str) -> dict[str, Any]:
@@ -99,7 +101,7 @@ def test_switch_picks_a_case_by_text_and_checks_an_enum(tmp_path: Path) -> None:
         outputs:
           choice: "{choice.result}"
         """)
-    checked = cli(tmp_path, "check", chain.name, "--tools", str(tools), "--tools", str(TOOLS))
+    checked = cli_here(tmp_path, "check", chain.name, "--tools", str(tools), "--tools", str(TOOLS))
     assert checked.returncode == 1, show(checked)
     assert "case 'rejct' can never match: review.ask.result.decision is one of approve, edit" in checked.stdout
     assert "[CL054 switch-case-never]" in checked.stdout
@@ -177,7 +179,7 @@ def test_an_interrupted_try_runs_its_finally_on_resume(tmp_path: Path, spawned: 
     assert records[-1]["status"] == "interrupted"
     assert not steps_of(records, "step_started", "1.finally.1")  # not while the process is being stopped
 
-    resumed = cli(tmp_path, "resume", "run.jsonl", "--tools", str(TOOLS), "--json")
+    resumed = cli_here(tmp_path, "resume", "run.jsonl", "--tools", str(TOOLS), "--json")
     assert resumed.returncode == 0, show(resumed)
     assert json.loads(resumed.stdout) == {"cleanup": "cleanup after ok"}
     records = transcript(tmp_path / "run.jsonl")

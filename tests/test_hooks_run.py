@@ -1,8 +1,10 @@
 """Hooks at run time, end to end through `chainlang run` / `resume` / `check` (LANGUAGE.md §6.1).
 
 Each test writes a project in `tmp_path` (chain files, hooks files, the tools module of
-tests/hooks_util.py) and runs the real command in a subprocess; it asserts the exit
-code, what was printed, the transcript records and the side effects the tools logged.
+tests/hooks_util.py) and runs the real command in the test's own process (`cli_here`); in a
+subprocess where the test kills the run, and where a run that never ends must fail its test
+within seconds. It asserts the exit code, what was printed, the transcript records and the
+side effects the tools logged.
 Where an action must still be running when something else happens, it waits for a
 file (`t.wait`) that a later step (`t.touch`) or the test itself creates.
 """
@@ -10,11 +12,12 @@ file (`t.wait`) that a later step (`t.touch`) or the test itself creates.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Spawned, cli, cli_many
+from tests.helpers import Spawned, cli, cli_here
 from tests.hooks_util import (
     assert_clean,
     has,
@@ -44,10 +47,18 @@ def run(chain: Path, *args: str) -> tuple[Path, list[str]]:
     return chain.parent, ["run", chain.name, "--tools", "hk_tools.py", "--transcript", "run.jsonl", *args]
 
 
-def run_chain(chain: Path, *args: str, timeout: float = 60) -> tuple["object", list[dict]]:
-    """Run the chain; the finished process and the records of its transcript."""
+def run_chain(chain: Path, *args: str, timeout: float = 60,
+              own_process: bool = False) -> tuple["object", list[dict]]:
+    """Run the chain (in this process, unless `own_process`); the finished command and the
+    records of its transcript. The test fails when the run took `timeout` s or more."""
     cwd, argv = run(chain, *args)
-    proc = cli(cwd, *argv, timeout=timeout)
+    if own_process:
+        proc = cli(cwd, *argv, timeout=timeout)
+    else:
+        began = time.monotonic()
+        proc = cli_here(cwd, *argv)
+        took = time.monotonic() - began
+        assert took < timeout, f"the run took {took:.1f} s, not less than {timeout} s\n" + show(proc)
     assert_clean(proc)
     transcript = cwd / "run.jsonl"
     return proc, records(transcript) if transcript.exists() else []
@@ -67,7 +78,7 @@ def test_pre_hook_cancels_the_password_notification(tmp_path: Path) -> None:
             condition: message contains 'password'
             cancel: true
         """)
-    proc = cli(tmp_path, "run", chain.name, "--transcript", "run.jsonl")
+    proc = cli_here(tmp_path, "run", chain.name, "--transcript", "run.jsonl")
     assert proc.returncode == 0, show(proc)
     assert_clean(proc)
     assert "hunter2" not in proc.stdout and "hunter2" not in proc.stderr, show(proc)
@@ -362,9 +373,10 @@ def test_mode_restart_cancels_the_earlier_action(tmp_path: Path) -> None:
 
 def test_mode_restart_of_actions_that_have_not_started_yet(tmp_path: Path) -> None:
     # t.quick never suspends: the action tasks of steps 1 and 2 have not run when the next
-    # firing restarts them (the run used to spin for ever in drain(), nothing recorded dropped)
+    # firing restarts them (the run used to spin for ever in drain(), nothing recorded dropped);
+    # in a process of its own: a run that spins again fails this test after 8 s
     chain = project(tmp_path, MODES_CHAIN.replace("t.num", "t.quick").format(mode="mode: restart"))
-    proc, recs = run_chain(chain, timeout=8)
+    proc, recs = run_chain(chain, timeout=8, own_process=True)
     assert proc.returncode == 0, show(proc)
     assert [r["step"] for r in of_type(recs, "hook_fired")] == ["1", "2", "3"]
     assert [(r["step"], r["reason"]) for r in of_type(recs, "hook_dropped")] == [("1", "restart"), ("2", "restart")]
@@ -636,7 +648,7 @@ def test_hooks_files_of_the_chains_directory_not_the_working_directory(tmp_path:
           trigger: pre:t.say
           set: {message: "[outer] {message}"}
         """)
-    proc = cli(tmp_path, "run", "proj/main.chain.yaml", "--tools", "proj/hk_tools.py", "--progress", "quiet")
+    proc = cli_here(tmp_path, "run", "proj/main.chain.yaml", "--tools", "proj/hk_tools.py", "--progress", "quiet")
     assert proc.returncode == 0, show(proc)
     assert proc.stdout.splitlines() == ["[tag] hello"], show(proc)
 
@@ -737,10 +749,9 @@ def test_a_bad_python_hook_is_reported_by_check(tmp_path: Path) -> None:
 
         typo = chainlang.hook("pre:t.sya", id="typo", set={"message": "x"})
         ''')
-    checked, ran = cli_many(
-        (tmp_path, ["check", "--tools", "hk_tools.py", "--tools", "bad_hooks.py", chain.name]),
-        run(chain, "--tools", "bad_hooks.py"),
-    )
+    checked = cli_here(tmp_path, "check", "--tools", "hk_tools.py", "--tools", "bad_hooks.py", chain.name)
+    cwd, argv = run(chain, "--tools", "bad_hooks.py")
+    ran = cli_here(cwd, *argv)
     assert checked.returncode == 1, show(checked)
     assert_clean(checked)
     assert "bad_hooks.py" in checked.stderr + checked.stdout and "CL041" in checked.stderr + checked.stdout, \
@@ -779,11 +790,9 @@ def test_check_a_file_and_its_directory_agree_on_external_events(tmp_path: Path)
         steps:
           - user.notify: {message: watching}
         """)
-    one_file, directory, from_elsewhere = cli_many(
-        (tmp_path, ["check", "watch.chain.yaml"]),
-        (tmp_path, ["check", "."]),
-        (tmp_path.parent, ["check", str(tmp_path / "watch.chain.yaml")]),
-    )
+    one_file = cli_here(tmp_path, "check", "watch.chain.yaml")
+    directory = cli_here(tmp_path, "check", ".")
+    from_elsewhere = cli_here(tmp_path.parent, "check", tmp_path / "watch.chain.yaml")
     for proc in (one_file, directory, from_elsewhere):
         assert proc.returncode == 0, show(proc)
         assert "CL041" not in proc.stdout + proc.stderr, show(proc)
@@ -801,7 +810,7 @@ def test_check_a_file_and_its_directory_report_the_same_payload_error(tmp_path: 
         steps:
           - user.notify: {message: watching}
         """)
-    one_file, directory = cli_many((tmp_path, ["check", "watch.chain.yaml"]), (tmp_path, ["check", "."]))
+    one_file, directory = cli_here(tmp_path, "check", "watch.chain.yaml"), cli_here(tmp_path, "check", ".")
     assert one_file.returncode == directory.returncode == 1
 
     def problems(proc: "object") -> list[str]:
@@ -849,7 +858,7 @@ def test_resume_after_a_kill_during_a_post_hook_action(tmp_path: Path, spawned: 
                                                "slow second 2:start", "three"])
 
     (tmp_path / ".chainlang" / "state" / "go").write_text("go", encoding="utf-8")
-    resumed = cli(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py")
+    resumed = cli_here(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py")
     assert resumed.returncode == 0, show(resumed)
     assert_clean(resumed)
     done = labels(tmp_path)
@@ -885,7 +894,7 @@ def test_resume_after_a_kill_during_a_pre_hook_action(tmp_path: Path, spawned: S
     kill(proc)
     assert not of_type(records(transcript), "step_started", step="1")  # the event waits for its pre hooks
     (tmp_path / ".chainlang" / "state" / "go").write_text("go", encoding="utf-8")
-    resumed = cli(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py")
+    resumed = cli_here(tmp_path, "resume", "run.jsonl", "--tools", "hk_tools.py")
     assert resumed.returncode == 0, show(resumed)
     assert_clean(resumed)
     assert labels(tmp_path) == ["prep first", "prep second:start", "prep second:start", "prep second:end", "num 5",

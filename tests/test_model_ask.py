@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests import helpers
-from tests.helpers import clean_env, cli
+from tests.helpers import clean_env, cli, cli_here
 from tests.test_agents import KEY_ENV, Endpoint, endpoint  # noqa: F401 - endpoint is a fixture
 
 NOW = "2026-11-23T10:00:00+00:00"
@@ -107,8 +107,10 @@ def write(project: Path, name: str, text: str) -> str:
 def run(project: Path, chain: str, *args: str, code: int = 0, **env: str) -> Any:
     """`chainlang run` into a new run.jsonl, with the CRM token in the environment."""
     (project / "run.jsonl").unlink(missing_ok=True)
-    proc = cli(project, "run", chain, "--now", NOW, "--json", "--progress", "quiet", "--transcript", "run.jsonl",
-               *args, env=clean_env(CRM_TOKEN=TOKEN, **env))
+    args = ("run", chain, "--now", NOW, "--json", "--progress", "quiet", "--transcript", "run.jsonl", *args)
+    # in this process, but for a run a tool kills (`code=-9`)
+    proc = (cli(project, *args, env=clean_env(CRM_TOKEN=TOKEN, **env)) if code < 0
+            else cli_here(project, *args, env={"CRM_TOKEN": TOKEN, **env}))
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
@@ -119,7 +121,7 @@ def calls(project: Path) -> list[dict[str, Any]]:
 
 
 def diagnostics(project: Path, name: str) -> list[dict[str, Any]]:
-    proc = cli(project, "check", "--format", "json", name)
+    proc = cli_here(project, "check", "--format", "json", name)
     assert proc.returncode in (0, 1), proc.stderr
     return [{k: d[k] for k in ("rule", "severity", "line", "message")} for d in json.loads(proc.stdout)]
 

@@ -1,6 +1,8 @@
 """Every output surface of `chainlang run` / `resume` / `check` (issue 7, "secrets on every
-surface"), end to end through the CLI in subprocesses, with the tools of
-tests/run/surface_tools.py (and tests/run/run_tools.py where a step must be under way).
+surface"), end to end through the CLI, with the tools of tests/run/surface_tools.py (and
+tests/run/run_tools.py where a step must be under way). The commands run in the test's own
+process (`cli_here`), but in subprocesses where the process is the point: a tool that tries
+to end it, a signal, an interpreter started with a narrow PYTHONIOENCODING.
 
 - The decide model's API key, configured as a project configures it (`[decide]` with
   `api_key_env` in chainlang.toml), appears nowhere a user or a CI log sees it: stdout
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -33,12 +34,11 @@ from chainlang.journal.records import StepProgress
 from chainlang.output.progress import MAX_TEXT, PlainProgress, QuietProgress
 from chainlang.redaction import Redactor, escape_surrogates
 from tests.test_decide import KEY, KEY_ENV, FakeEndpoint, Reply, endpoint  # noqa: F401 - endpoint is a fixture
-from tests.helpers import clean_env, cli_many, command, show
+from tests.helpers import clean_env, cli_here, cli_many, command, show
 from tests.test_run_cli import (
     TIMEOUT,
     Proc,
     assert_clean,
-    cli,
     one_error_line,
     start_until,
     stop,
@@ -62,7 +62,7 @@ MODES = [
 
 @pytest.fixture(autouse=True)
 def key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The key variable is set for the commands (clean_env copies the environment)."""
+    """The key variable is set for the commands (clean_env, and cli_here's command, keep the environment)."""
     monkeypatch.setenv(KEY_ENV, KEY)
 
 
@@ -75,13 +75,13 @@ def project(directory: Path, chain: str, base_url: str = "http://127.0.0.1:9/v1"
 
 
 def run_all_modes(chain: Path, *args: str) -> list[tuple[tuple[str, ...], "Proc[str]", Path]]:
-    """The chain run once in each of MODES (concurrently): (mode, process, transcript)."""
-    calls: list[tuple[Path, list[str | os.PathLike[str]]]] = []
+    """The chain run once in each of MODES, in this process: (mode, command, transcript)."""
+    ran: list[tuple[tuple[str, ...], "Proc[str]", Path]] = []
     for i, mode in enumerate(MODES):
-        calls.append((chain.parent, ["run", chain.name, "--tools", SURFACE_TOOLS, "--transcript", f"t{i}.jsonl",
-                                     *mode, *args]))
-    procs = cli_many(*calls)
-    return [(mode, proc, chain.parent / f"t{i}.jsonl") for i, (mode, proc) in enumerate(zip(MODES, procs))]
+        proc = cli_here(chain.parent, "run", chain.name, "--tools", SURFACE_TOOLS, "--transcript", f"t{i}.jsonl",
+                        *mode, *args)
+        ran.append((mode, proc, chain.parent / f"t{i}.jsonl"))
+    return ran
 
 
 def assert_no_key(proc: "Proc[str]", *files: Path) -> None:
@@ -142,10 +142,8 @@ def test_the_key_never_shows_when_it_fails_the_run(tmp_path: Path) -> None:
         assert proc.returncode == 1, show(proc)
         assert "401 Unauthorized for Bearer ***" in proc.stderr, show(proc)
     invalid = write_chain(tmp_path, f'steps:\n  - surface.no_such_event: {{token: "{KEY}"}}\n', "bad.chain.yaml")
-    bad_input, bad_chain = cli_many(
-        (tmp_path, ["run", chain.name, "--tools", SURFACE_TOOLS, "--input", f"n={KEY}"]),
-        (tmp_path, ["run", invalid.name, "--tools", SURFACE_TOOLS]),
-    )
+    bad_input = cli_here(tmp_path, "run", chain.name, "--tools", SURFACE_TOOLS, "--input", f"n={KEY}")
+    bad_chain = cli_here(tmp_path, "run", invalid.name, "--tools", SURFACE_TOOLS)
     assert "***" in one_error_line(bad_input), show(bad_input)
     assert_no_key(bad_input)
     assert bad_chain.returncode == 1 and "surface.no_such_event" in bad_chain.stderr, show(bad_chain)
@@ -170,7 +168,7 @@ def test_a_model_that_echoes_the_key_back(endpoint: FakeEndpoint, tmp_path: Path
         endpoint.reply({"action": "continue", "reason": f"urgent: {KEY}", "params": {"value": f"urgent: {KEY}"}})
         endpoint.replies.append(Reply(status=401, body=f'{{"error": "bad key Bearer {KEY}"}}'))
         path = tmp_path / f"m{i}.jsonl"
-        proc = cli("run", chain.name, "--tools", SURFACE_TOOLS, "--transcript", path.name, *mode, cwd=tmp_path)
+        proc = cli_here(tmp_path, "run", chain.name, "--tools", SURFACE_TOOLS, "--transcript", path.name, *mode)
         assert_no_key(proc, path)
         assert proc.returncode == 0, show(proc)
         if "--json" in mode:
@@ -257,7 +255,7 @@ def test_lone_surrogates_are_escaped_on_every_output(tmp_path: Path) -> None:
 
 def test_a_failure_with_a_lone_surrogate_is_said_in_one_line(tmp_path: Path) -> None:
     chain = write_chain(tmp_path, "steps:\n  - surface.surrogate: {where: error}\n")
-    proc = cli("run", chain.name, "--tools", SURFACE_TOOLS, "--progress", "quiet", "--json", cwd=tmp_path)
+    proc = cli_here(tmp_path, "run", chain.name, "--tools", SURFACE_TOOLS, "--progress", "quiet", "--json")
     assert_clean(proc)
     assert proc.returncode == 1, show(proc)
     assert json.loads(proc.stdout) == {}
@@ -333,7 +331,7 @@ def test_ctrl_c_still_interrupts_the_run_when_a_tool_raised_keyboard_interrupt(
     assert finished["1"]["status"] == "failed" and finished["1"]["error"]["type"] == "tool_error"
     assert finished["2"]["status"] == "cancelled"
     assert records[-1]["status"] == "interrupted"
-    resumed = cli("resume", "run.jsonl", "--tools", RUN_TOOLS, "--tools", SURFACE_TOOLS, "--json", cwd=tmp_path)
+    resumed = cli_here(tmp_path, "resume", "run.jsonl", "--tools", RUN_TOOLS, "--tools", SURFACE_TOOLS, "--json")
     assert_clean(resumed)
     assert resumed.returncode == 0 and json.loads(resumed.stdout) == {"woke": "awake"}, show(resumed)
 
@@ -384,14 +382,14 @@ def test_check_of_paths_without_chain_files_is_a_usage_error(tmp_path: Path) -> 
     (tmp_path / "docs" / "notes.yaml").write_text("steps: []\n", encoding="utf-8")
     (tmp_path / "docs" / ".hidden").mkdir()
     (tmp_path / "docs" / ".hidden" / "x.chain.yaml").write_text("steps: []\n", encoding="utf-8")
-    empty, several, missing = cli_many((tmp_path, ["check", "empty/"]), (tmp_path, ["check", "empty", "docs"]),
-                                       (tmp_path, ["check", "exmaples/"]))
+    empty, several, missing = (cli_here(tmp_path, "check", "empty/"), cli_here(tmp_path, "check", "empty", "docs"),
+                               cli_here(tmp_path, "check", "exmaples/"))
     line = one_error_line(empty)
     assert line.startswith("chainlang: error: empty/: no chain or hooks files found") and "*.chain.yaml" in line
     assert one_error_line(several).startswith("chainlang: error: empty, docs: no chain or hooks files found")
     assert one_error_line(missing) == "chainlang: error: exmaples/: no such file or directory"
     for fmt in ("json", "sarif", "github"):
-        assert one_error_line(cli("check", "empty", "--format", fmt, cwd=tmp_path))
+        assert one_error_line(cli_here(tmp_path, "check", "empty", "--format", fmt))
 
 
 def test_run_or_resume_of_a_directory_is_a_usage_error(tmp_path: Path) -> None:
@@ -400,16 +398,14 @@ def test_run_or_resume_of_a_directory_is_a_usage_error(tmp_path: Path) -> None:
     write_chain(chains, "steps:\n  - surface.echo: {value: 2}\n", "a.chain.yaml")
     (chains / "x.hooks.yaml").write_text("hooks: []\n", encoding="utf-8")
     (tmp_path / "empty").mkdir()
-    first = cli("run", "chains/a.chain.yaml", "--tools", SURFACE_TOOLS, "--transcript", "runs/one.jsonl",
-                cwd=tmp_path)
+    first = cli_here(tmp_path, "run", "chains/a.chain.yaml", "--tools", SURFACE_TOOLS, "--transcript",
+                     "runs/one.jsonl")
     assert first.returncode == 0, show(first)
-    run_dir, run_empty, resume_dir, resume_empty, transcript_dir = cli_many(
-        (tmp_path, ["run", "chains/", "--tools", SURFACE_TOOLS]),
-        (tmp_path, ["run", "empty", "--tools", SURFACE_TOOLS]),
-        (tmp_path, ["resume", "runs/"]),
-        (tmp_path, ["resume", "empty"]),
-        (tmp_path, ["run", "chains/a.chain.yaml", "--tools", SURFACE_TOOLS, "--transcript", "runs"]),
-    )
+    run_dir = cli_here(tmp_path, "run", "chains/", "--tools", SURFACE_TOOLS)
+    run_empty = cli_here(tmp_path, "run", "empty", "--tools", SURFACE_TOOLS)
+    resume_dir = cli_here(tmp_path, "resume", "runs/")
+    resume_empty = cli_here(tmp_path, "resume", "empty")
+    transcript_dir = cli_here(tmp_path, "run", "chains/a.chain.yaml", "--tools", SURFACE_TOOLS, "--transcript", "runs")
     line = one_error_line(run_dir)
     assert line.startswith("chainlang: error: chains/: is a directory, not a chain file"), line
     assert "chains/a.chain.yaml" in line and "(2 chain files there)" in line, line
