@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import cli_here, show
+from tests.helpers import cli, cli_here, show
 
 TOOLS = Path(__file__).resolve().parent / "run" / "run_tools.py"
 NOW = "2026-11-20T09:00:00+00:00"
@@ -40,9 +40,11 @@ def demo_project(directory: Path) -> Path:
     return directory
 
 
-def run_demo(project: Path, transcript: str = "review.jsonl") -> Path:
-    """The demo's run, in this process (what is tested is its report)."""
-    ran = cli_here(project, "run", "review.chain.yaml", "--now", NOW, "--transcript", transcript)
+def run_demo(project: Path, transcript: str = "review.jsonl", own_process: bool = False) -> Path:
+    """The demo's run, in this process (what is tested is its report), or in a process of its
+    own where this one runs an event loop already (the browser tests' driver)."""
+    args = ("run", "review.chain.yaml", "--now", NOW, "--transcript", transcript)
+    ran = cli(project, *args) if own_process else cli_here(project, *args)
     assert ran.returncode == 0, show(ran)
     return project / transcript
 

@@ -75,7 +75,7 @@ def keep(page: Any, name: str) -> None:
 
 def test_a_report_of_a_parallel_group_a_retry_a_decide_and_a_hook(page: Any, tmp_path: Path) -> None:
     project = demo_project(tmp_path / "shop")
-    transcript = run_demo(project)
+    transcript = run_demo(project, own_process=True)  # the page's driver runs an event loop here
     made = cli(project, "report", transcript.name)
     assert made.returncode == 0, show(made)
     page.goto((project / "review.html").as_uri())
