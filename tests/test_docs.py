@@ -326,8 +326,11 @@ def comparable(text: str) -> str:
     return _branches_sorted(text)
 
 
+CliRuns = Callable[[Block], subprocess.CompletedProcess[str]]
+
+
 @pytest.fixture(scope="module")
-def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Block], subprocess.CompletedProcess[str]]:
+def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> CliRuns:
     """What the commands of a console block print, run through the CLI's entry point in this
     process (a process each was most of these tests' time), in a directory of their own."""
     return lambda block: run_cli(block, tmp_path_factory.mktemp("console"))
@@ -372,7 +375,7 @@ def test_yaml_example(block: Block, registry: Registry, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=block_id)
-def test_console_output(block: Block, cli_runs: Callable[[Block], subprocess.CompletedProcess[str]], registry: Registry, tmp_path: Path) -> None:
+def test_console_output(block: Block, cli_runs: CliRuns, registry: Registry, tmp_path: Path) -> None:
     previous = block.previous
     assert previous is not None and previous.lang == "yaml", (
         f"{block.id}: a `$ chainlang check` console block must follow the yaml block it checks")
@@ -399,7 +402,7 @@ def test_console_output(block: Block, cli_runs: Callable[[Block], subprocess.Com
 
 
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=block_id)
-def test_run_output(block: Block, cli_runs: Callable[[Block], subprocess.CompletedProcess[str]]) -> None:
+def test_run_output(block: Block, cli_runs: CliRuns) -> None:
     previous = block.previous
     assert previous is not None and previous.lang == "yaml", (
         f"{block.id}: a `$ chainlang run` console block must follow the yaml block it runs")
