@@ -42,7 +42,7 @@ def _leave_temporal(code: Any) -> None:
 
 def _help_width() -> int:
     """The width click's help takes, found as click finds it but without `shutil` (whose
-    import, with its compression modules, was a sixth of a cold `--help`): COLUMNS, else
+    import, with its compression modules, was 3 % of a cold `--help`): COLUMNS, else
     the terminal's width, else 80; at most 80, less a margin of 2, at least 50."""
     from click import formatting
 
