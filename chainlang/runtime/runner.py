@@ -51,9 +51,20 @@ class RunResult:
     # what the tool of the step that failed the run raised, when it ran in this process (the
     # embedded engine): in memory only, never in the transcript; None on Temporal
     exception: BaseException | None = field(default=None, repr=False, compare=False)
-    # the transcript's records when it was kept in memory (the API's transcripts="memory"): then
-    # `transcript` is None
-    records: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    # the transcript's lines when it was kept in memory (the API's transcripts="memory"; then
+    # `transcript` is None), as a file would hold them: `records` decodes them when first read
+    record_lines: Sequence[bytes] = field(default=(), repr=False, compare=False)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The transcript's records when it was kept in memory (dicts, each with its seal),
+        else []. Decoded on first reading: most callers of a memory run never look."""
+        decoded = self.__dict__.get("_records")
+        if decoded is None:
+            import json
+
+            decoded = self.__dict__["_records"] = [json.loads(line) for line in self.record_lines]
+        return decoded
 
     @property
     def ok(self) -> bool:
@@ -236,7 +247,7 @@ async def execute(engine: "Engine", job: "RunJob", where: Path, progress: "Progr
 
         assert isinstance(session.writer, MemoryTranscript)
         return RunResult(job.run_id, end.status, outputs, error, None, end.duration_ms, secrets=redactor,
-                         exception=exception, records=session.writer.records)
+                         exception=exception, record_lines=session.writer.lines)
     return RunResult(job.run_id, end.status, outputs, error, where, end.duration_ms, secrets=redactor,
                      exception=exception)
 
