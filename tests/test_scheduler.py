@@ -762,6 +762,39 @@ def test_run_wakes_for_a_task_added_meanwhile(store: Store, tmp_path: Path) -> N
     assert len(fire.calls) == 1
 
 
+def test_a_task_added_in_this_process_wakes_the_loop_before_its_poll(store: Store, tmp_path: Path) -> None:
+    """A task that this process adds (an event's action under serve, through a store of its
+    own: stdlib task.schedule opens one), from another thread, is fired without waiting for
+    the poll, here an hour away; the loop stops listening when it ends."""
+    from chainlang.store import tasks as store_tasks
+
+    clock, fire = Clock(T0), Fire()
+    s = make(store, tmp_path, clock, fire, poll_seconds=3600)
+    listening = len(store_tasks._ADDED)
+
+    def add_elsewhere() -> None:
+        with open_store(tmp_path) as other:
+            add(other, Schedule("once", T0))
+
+    async def body() -> None:
+        stopping = asyncio.Event()
+        loop = asyncio.create_task(s.run(stopping))
+        deadline = time.monotonic() + 5
+        while len(store_tasks._ADDED) == listening and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # the loop has begun and sleeps until its poll
+        await asyncio.to_thread(add_elsewhere)
+        deadline = time.monotonic() + 10
+        while not fire.calls and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await settle(s)
+        stopping.set()
+        await asyncio.wait_for(loop, 5)
+
+    asyncio.run(body())
+    assert len(fire.calls) == 1
+    assert len(store_tasks._ADDED) == listening
+
+
 def test_a_task_without_a_readable_schedule_is_not_fired_nor_retried_at_once(store: Store, tmp_path: Path,
                                                                               caplog: pytest.LogCaptureFixture) -> None:
     clock, fire = Clock(T0), Fire()

@@ -188,9 +188,7 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hos
             return _json(503, {"status": "interrupted", "event": name,
                                "error": "serve stopped before the event's actions ended: they are recorded "
                                         f"interrupted, and the next serve resumes them; {again}"})
-        if reply.code in (200, 202) and reply.body.get("status") != "duplicate":
-            scheduler.wake()  # its actions may have scheduled a task
-        return _json(reply.code, reply.body)
+        return _json(reply.code, reply.body)  # a task its actions schedule wakes the scheduler (store.tasks)
 
     async def get_run(request: web.Request) -> web.StreamResponse:
         info = await asyncio.to_thread(engine.run_info, request.match_info["run_id"])
@@ -300,7 +298,6 @@ def make_app(engine: "Engine", scheduler: "Scheduler", token: str | None, *, hos
         if refused is None:
             reply = await engine.accept(ANSWER_EVENT, made.payload, None, False)
             if reply.code in (200, 202):
-                scheduler.wake()
                 moved = web.HTTPSeeOther(f"../waiting?answered={quote(made.payload['question_id'], safe='')}")
                 return moved
             code = reply.code

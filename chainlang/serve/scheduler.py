@@ -147,7 +147,25 @@ class Scheduler:
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until `stopping` is set; sleep until the next due task (or the poll). Never
         ends on an error: it is logged (once while it lasts), kept in `trouble`, and the
-        loop goes on after a pause."""
+        loop goes on after a pause. A task added or retried in this process (an event's
+        action that schedules one) wakes it at once; those of other processes, the poll."""
+        from chainlang.store.tasks import when_tasks_added
+
+        loop = asyncio.get_running_loop()
+
+        def added() -> None:  # from whichever thread wrote the task
+            try:
+                loop.call_soon_threadsafe(self.wake)
+            except RuntimeError:  # the loop is closed: nothing to wake
+                pass
+
+        unsubscribe = when_tasks_added(added)
+        try:
+            await self._loop(stopping)
+        finally:
+            unsubscribe()
+
+    async def _loop(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             try:
                 if self._scanned is None or asyncio.get_running_loop().time() - self._scanned >= self.scan_seconds:

@@ -32,7 +32,7 @@ import secrets
 from collections.abc import Collection, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import Connection, Row, insert, or_, select, update
 
@@ -43,10 +43,26 @@ from .schema import TASK_RUNS, TASKS, append_event, now, to_json, versioned_upda
 from .task_rows import readable_moment
 from .task_rows import task_record as _task
 
-__all__ = ["TaskMethods"]
+__all__ = ["TaskMethods", "when_tasks_added"]
 
 _Moment = str | datetime
 RUNNABLE = ("pending", "active")  # a schedule not fired yet is pending, then active until it ends
+
+# told when this process adds a task or makes a dead one due again (serve's scheduler, so that
+# a task an event's action schedules fires at its moment, not at the next poll)
+_ADDED: list[Callable[[], None]] = []
+
+
+def when_tasks_added(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call `callback()` after each task this process adds or retries, in any store, from the
+    thread that wrote it (once the write is committed). Returns what stops it."""
+    _ADDED.append(callback)
+    return lambda: _ADDED.remove(callback) if callback in _ADDED else None
+
+
+def _tell_added() -> None:
+    for callback in list(_ADDED):
+        callback()
 
 
 class TaskMethods:
@@ -89,7 +105,9 @@ class TaskMethods:
                                               origin=origin, version=1))
             append_event(conn, at, "task_added", task_id,
                          {"kind": kind, "status": status, "next_run": due, "origin": origin})
-            return _task(_get(conn, task_id, self.where))
+            added = _task(_get(conn, task_id, self.where))
+        _tell_added()
+        return added
 
     def get_task(self, id: str) -> TaskRecord | None:
         check_key(id, "task id")
@@ -143,7 +161,9 @@ class TaskMethods:
             at = now()
             _change(conn, row, self.where, status="active", failures=0, updated_at=at)
             append_event(conn, at, "task_retried", id, {"failures": row.failures})
-            return _task(_get(conn, id, self.where))
+            retried = _task(_get(conn, id, self.where))
+        _tell_added()
+        return retried
 
     # -- due tasks and their leases ------------------------------------------------------
 
