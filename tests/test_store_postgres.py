@@ -30,7 +30,7 @@ import pytest
 
 import chainlang.store.store as store_module
 from chainlang.store import SCHEMA_VERSION, StoreError, open_store
-from tests import test_memory, test_store, test_store_tasks, test_task_schedule, test_threads
+from tests import test_memory, test_store, test_store_tasks, test_task_schedule, test_threads, test_wait_index
 from tests.helpers import cli
 from tests.pg_util import PgServer, pg_server, pg_url  # noqa: F401  (fixtures)
 
@@ -50,6 +50,7 @@ API_TESTS: list[Callable[..., None]] = [
     test_store_tasks.test_next_due_leaves_out_the_tasks_held_at_now,
     test_store_tasks.test_a_task_cancelled_during_its_run_is_finished_and_stays_archived,
     test_threads.test_store_threads_and_their_events,
+    test_wait_index.test_the_events_some_run_waits_for,
 ]
 
 PROJECT_TESTS: list[Callable[..., None]] = [

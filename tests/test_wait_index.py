@@ -51,6 +51,21 @@ def test_the_waits_an_event_can_match(store: Store) -> None:
     assert store.waiting_for("nobody.waits", {"draft_id": "d-1"}) == []
 
 
+def test_the_events_some_run_waits_for(tmp_path: Path) -> None:
+    """serve's ledger asks, for each batch of events, which of them some run still waits for
+    (also run on PostgreSQL: test_store_postgres)."""
+    with open_store(tmp_path) as store:
+        wait(store, "r1", value="d-1")
+        wait(store, "r2", event="other.event", field=None)
+        wait(store, "r3", event="settled.event", field=None)
+        store.settle_wait("r3", "2", "cancelled")
+        asked = ["approval.given", "other.event", "settled.event", "nobody.waits", "approval.given"]
+        assert store.events_waited(asked) == {"approval.given", "other.event"}
+        assert store.events_waited([]) == set()
+        many = [f"e{i}" for i in range(1_200)] + ["other.event"]  # past one IN list of 500
+        assert store.events_waited(iter(many)) == {"other.event"}
+
+
 def vm_steps(store: Store, event: str, payload: Any) -> int:
     """SQLite virtual-machine steps (in hundreds) that `waiting_for` takes."""
     steps = [0]

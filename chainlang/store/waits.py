@@ -102,6 +102,9 @@ class WaitMethods:
     def _write(self, doing: str) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
+    def _sql(self, statement: str) -> str:
+        raise NotImplementedError
+
     def open_wait(self, row: WaitRow) -> WaitRow:
         """Register `row` (status waiting), or return the wait of (run, step) registered before."""
         check_text(run_id=row.run_id, step=row.step, event=row.event, transcript=row.transcript)
@@ -152,9 +155,15 @@ class WaitMethods:
         names = sorted(set(events))
         if not names:
             return set()
+        found: set[str] = set()
+        # serve's hot path (every event): plain SQL through the driver, as Store.emit_batch
         with self._read("finding the events runs wait for") as conn:
-            return {r[0] for r in conn.execute(select(WAITS.c.event).where(WAITS.c.event.in_(names),
-                                                                           WAITS.c.status == "waiting").distinct())}
+            for start in range(0, len(names), 500):  # bounded IN lists
+                chunk = names[start:start + 500]
+                found.update(r[0] for r in conn.exec_driver_sql(self._sql(
+                    f"SELECT DISTINCT event FROM waits WHERE status = 'waiting' AND event IN ({', '.join('?' * len(chunk))})"),
+                    tuple(chunk)))
+        return found
 
     def waits_by_question(self, question_id: str) -> list[WaitRow]:
         with self._read(f"finding the question {question_id}") as conn:
