@@ -55,7 +55,7 @@ def serve(host: str, port: int, grace: str | None, workers: int, role: str | Non
 
             return supervise(Path.cwd(), host, port, workers, grace, tools)
         options = ServeOptions(host=host, port=port, tools=tools, grace=seconds, reuse_port=role is not None,
-                               role=role or "both")
+                               role=role or "both", freeze_heap=True)
         return int(run_loop(serve_async(Path.cwd(), options)))
 
     guarded(body)

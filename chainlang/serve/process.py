@@ -52,6 +52,9 @@ class ServeOptions:
     reuse_port: bool = False  # several workers listen on one port (serve --workers)
     role: str = "both"  # serve --workers: "http" workers take events, one "tasks" worker fires due tasks
     stop: asyncio.Event | None = None  # set it to stop (tests); signals also stop
+    # the process is serve's alone (the CLI): what it holds once listening (modules, the project)
+    # is left out of the garbage collector's full passes, which would otherwise walk it again and again
+    freeze_heap: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,11 @@ async def _serve(web: Any, engine: Any, scheduler: Any, token: str | None, optio
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     hooks = len(project.hooks) if project.hooks is not None else 0
+    if options.freeze_heap:
+        import gc
+
+        gc.collect()  # what startup left in cycles goes first: frozen objects are never collected
+        gc.freeze()
     print(f"serving {project.root} on {url} ({hooks} hook{'s' if hooks != 1 else ''} in force"
           f"{', token required' if token else ''}); stop with Ctrl-C or SIGTERM", flush=True)
     if options.ready is not None:
