@@ -416,7 +416,10 @@ async def fire_hooks(project: Project, run_id: str, header: dict[str, Any], reco
         fire_post(top_run, hooks, name, None, None, None, payload=data, external=True)
         return "ok", {}, None
 
-    return await drive(run, body, shape=shape)
+    try:
+        return await drive(run, body, shape=shape)
+    finally:
+        top_run.release()  # it runs no steps of its own; its actions have ended
 
 
 async def resume_emit(where: Path, lock: "RunLock", recorded: Any, header: dict[str, Any], tools: list[str],

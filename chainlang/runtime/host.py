@@ -274,6 +274,11 @@ async def drive(run: OpenRun, body: Body, *, shape: Callable[[RunEnd], RunEnd] |
     finally:
         live_run.leave(live)
         run.close()
+        # the state and its actions refer to each other: once the run has ended (its actions
+        # too), so that reference counting frees them (ChainRun.release says why)
+        run.state.actions = None
+        if run.state.models is not None:
+            run.state.models.close()
 
 
 async def with_hook_actions(actions: "HookActions", body: Any) -> Any:
@@ -293,6 +298,8 @@ async def with_hook_actions(actions: "HookActions", body: Any) -> Any:
     except BaseException:
         await actions.cancel_all()
         raise
+    finally:
+        actions.main = None  # ended; its context refers back to the run (a cycle)
     await actions.drain()
     stop = actions.stop
     if stop is None:

@@ -92,13 +92,24 @@ class ModelService:
     """The run's model calls (see the module's documentation)."""
 
     def __init__(self, run: "RunState", tiers: ModelTiers, budget: Budget) -> None:
-        self.run = run
+        self._run: "RunState | None" = run  # let go by `close` (the run holds this service: a cycle)
         self.tiers = tiers
         self.budget = budget
         replay = run.replay
         if replay is not None:  # what the interrupted attempts spent is spent
             budget.calls += replay.model_calls_made
             budget.tokens += replay.model_tokens_used
+
+    @property
+    def run(self) -> "RunState":
+        if self._run is None:
+            raise RuntimeError("a model call after its run ended")
+        return self._run
+
+    def close(self) -> None:
+        """The run has ended: let go of it, so that reference counting frees the two
+        (runtime/walk.py ChainRun.release says why)."""
+        self._run = None
 
     def for_step(self, step: str, event: str) -> "StepModels":
         return StepModels(self, step, event)
