@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from chainlang.compile.hooks import HookSet
 
 
+StepRunner = Callable[[GraphNode, Scope, str], Coroutine[Any, Any, None]]  # how a chain runs one step
+
+
 async def _steps_over(node: GraphNode, scope: Scope, ipath: str) -> None:
     raise RuntimeError(f"step {ipath}: its chain's steps are over (ChainRun.release)")
 
@@ -85,7 +88,8 @@ class ChainRun:
         allowed = (AllowList(self.allow),) if self.allow else ()
         fire = (HookDispatch(self),) if self.hooks else ()
         self.interceptors = allowed + run.interceptors + fire
-        self.event = on_failure(self, StepPipeline(self))  # error: hooks fire when a step fails
+        # error: hooks fire when a step fails; `release` puts _steps_over in its place
+        self.event: StepRunner = on_failure(self, StepPipeline(self))
 
     async def execute(self) -> tuple[RunStatus, dict[str, Any], dict[str, Any] | None]:
         """Run the steps, then render the outputs: (status, outputs, error). Raises
