@@ -160,6 +160,36 @@ def test_a_new_store_walks_every_migration_and_matches_the_current_tables(tmp_pa
 # -- tasks -----------------------------------------------------------------------------
 
 
+def test_the_listeners_of_added_tasks_are_told_after_the_commit(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Told of each task added or retried (serve's scheduler wakes on it); one that fails is
+    logged and fails nothing: the task is stored."""
+    from chainlang.store.tasks import when_tasks_added
+
+    seen: list[list[str]] = []
+
+    def look() -> None:  # what the store holds when told: the write is committed, a new reader sees it
+        with open_store(tmp_path) as other:
+            seen.append([t.id for t in other.list_tasks()])
+
+    def broken() -> None:
+        raise ValueError("a listener's bug")
+
+    with open_store(tmp_path) as store:
+        stop_look, stop_broken = when_tasks_added(look), when_tasks_added(broken)
+        try:
+            with caplog.at_level("ERROR", logger="chainlang.store"):
+                store.add_task("schedule", SCHEDULE, id="first", next_run=T0)
+            stop_broken()
+            store.add_task("schedule", SCHEDULE, id="second", next_run=T0)
+        finally:
+            stop_look(), stop_broken()
+        store.add_task("schedule", SCHEDULE, id="third", next_run=T0)  # no one listens any more
+        assert [t.id for t in store.list_tasks()] == ["first", "second", "third"]
+    assert seen == [["first"], ["first", "second"]]
+    assert [r.getMessage() for r in caplog.records] == ["a listener of added tasks failed"]
+
+
 def test_add_get_list_cancel_retry_and_their_log(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
         hook = store.add_task("hook", {"trigger": "order.created", "action": {"event": "tools.echo"}},

@@ -61,8 +61,15 @@ def when_tasks_added(callback: Callable[[], None]) -> Callable[[], None]:
 
 
 def _tell_added() -> None:
+    """The write is committed: a listener that fails must not fail it (the caller would
+    take a stored task for one not stored), so its error is logged instead."""
     for callback in list(_ADDED):
-        callback()
+        try:
+            callback()
+        except Exception:
+            import logging
+
+            logging.getLogger("chainlang.store").exception("a listener of added tasks failed")
 
 
 class TaskMethods:
