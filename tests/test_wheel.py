@@ -92,7 +92,9 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     python = bindir / ("python.exe" if sys.platform == "win32" else "python")
     offline = bool(os.environ.get("CHAINLANG_WHEEL_OFFLINE"))
     if not offline:
-        proc = run([str(python), "-m", "pip", "install", "-q", str(wheel)])
+        # --no-compile: the dependencies' bytecode is written as the tests import them, not all
+        # of it up front (a third of the install's time)
+        proc = run([str(python), "-m", "pip", "install", "-q", "--no-compile", str(wheel)])
         if proc.returncode != 0:
             warnings.warn("pip could not install the wheel with its dependencies (offline?); "
                           "falling back to --no-deps + the running environment's packages:\n" + describe(proc))
