@@ -27,15 +27,22 @@ API_PAGE = REPO / "docs" / "reference" / "api.md"
 pytestmark = pytest.mark.slow
 
 
-def mypy(directory: Path, files: list[str]) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for this file's mypy runs: the second reads chainlang's modules from it
+    instead of analysing them again (the same settings; nothing shared with other runs)."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def mypy(directory: Path, files: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
     """`mypy --strict` of `files` in `directory`, with this checkout's chainlang (and its
-    `py.typed`) on the path; its own cache, so that nothing is shared with other runs."""
+    `py.typed`) on the path."""
     env = {**os.environ, "MYPYPATH": str(REPO)}
     config = directory / "mypy.ini"  # no settings but --strict's (not the project's pyproject.toml)
     config.write_text("[mypy]\n", encoding="utf-8")
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--show-error-codes", "--hide-error-context",
-         "--cache-dir", str(directory / ".mypy_cache"), "--config-file", str(config), *files],
+         "--cache-dir", str(cache), "--config-file", str(config), *files],
         cwd=directory, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -50,7 +57,7 @@ def typed_blocks(page: Path) -> list[DocBlock]:
     return [b for b in read_blocks(page) if b.lang == "python" and b.not_run is None]
 
 
-def test_the_docs_api_examples_pass_mypy_strict(tmp_path: Path) -> None:
+def test_the_docs_api_examples_pass_mypy_strict(tmp_path: Path, mypy_cache: Path) -> None:
     files: list[str] = []
     for block in typed_blocks(GUIDE):
         name = block.title or f"guide_{block.line}.py"
@@ -70,7 +77,7 @@ def test_the_docs_api_examples_pass_mypy_strict(tmp_path: Path) -> None:
         "def resumed(path: str) -> chainlang.RunResult:\n"
         "    return chainlang.resume_run(path, rerun=['send'])\n", encoding="utf-8")
     files.append("typed_results.py")
-    done = mypy(tmp_path, files)
+    done = mypy(tmp_path, files, mypy_cache)
     found = errors_in(done.stdout, files)
     assert not found, "\n".join(found)
     assert done.returncode == 0 or not errors_in(done.stdout, files), done.stdout + done.stderr
@@ -107,10 +114,10 @@ NEGATIVE = {
 }
 
 
-def test_mypy_refuses_the_mistakes_the_types_exist_for(tmp_path: Path) -> None:
+def test_mypy_refuses_the_mistakes_the_types_exist_for(tmp_path: Path, mypy_cache: Path) -> None:
     for name, (text, _) in NEGATIVE.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
-    done = mypy(tmp_path, list(NEGATIVE))
+    done = mypy(tmp_path, list(NEGATIVE), mypy_cache)
     for name, (_, expected) in NEGATIVE.items():
         found = errors_in(done.stdout, [name])
         assert found, f"mypy accepted {name}:\n{NEGATIVE[name][0]}\n{done.stdout}{done.stderr}"
